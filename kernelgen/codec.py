@@ -1,0 +1,142 @@
+"""Quantization arithmetic in PyTorch, bit-for-bit the rules the kernels follow."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .layout import FLASHMLA_GROUP, FP4_GROUP, Layout
+
+if TYPE_CHECKING:
+    import torch
+
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+AMAX_FLOOR = 1e-4
+# e2m1 magnitude codes 0..7 and the thresholds between them; a value strictly above a
+# threshold takes the larger code (LAYOUTS.md), which is not round-to-nearest-even.
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+E2M1_THRESHOLDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+
+
+def _f32(value: float, like: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.tensor(value, dtype=torch.float32, device=like.device)
+
+
+def bf16_round(y: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return y.to(torch.bfloat16).to(torch.float32)
+
+
+def ceil_log2(v: torch.Tensor) -> torch.Tensor:
+    """Exact ceil(log2(v)) for positive normal float32 v (int32), as the kernel's bit test does."""
+    import torch
+
+    bits = v.contiguous().view(torch.int32)
+    exponent = ((bits >> 23) & 0xFF) - 127
+    return exponent + ((bits & 0x7FFFFF) != 0).to(torch.int32)
+
+
+def pow2(e: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return ((e + 127).to(torch.int32) << 23).view(torch.float32)
+
+
+def e4m3_encode(q: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return q.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+
+
+def e4m3_decode(codes: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return codes.contiguous().view(torch.float8_e4m3fn).to(torch.float32)
+
+
+def e2m1_encode(q: torch.Tensor) -> torch.Tensor:
+    """Codes 0..15: magnitude index from the thresholds, sign in bit 3 (set for negative inputs)."""
+    import torch
+
+    mag = torch.zeros_like(q, dtype=torch.uint8)
+    for t in E2M1_THRESHOLDS:
+        mag += (q.abs() > t).to(torch.uint8)
+    return mag | (torch.signbit(q).to(torch.uint8) << 3)
+
+
+def e2m1_decode(codes: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=codes.device)
+    mag = table[(codes & 7).long()]
+    return torch.where((codes & 8) != 0, -mag, mag)
+
+
+def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float) -> torch.Tensor:
+    """Per-group power-of-two exponent: ceil(log2(max(amax, 1e-4) / qmax)), shape [N, D/group]."""
+    import torch
+
+    amax = y.abs().reshape(y.shape[0], -1, group).amax(dim=-1)
+    return ceil_log2(torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(qmax, y))
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return t.contiguous().view(torch.uint8).reshape(t.shape[0], -1)
+
+
+def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) -> dict[str, torch.Tensor]:
+    """float32 rows [N, D] -> the bytes of each layout field for each row."""
+    import torch
+
+    if round_through_bf16:
+        y = bf16_round(y)
+    if layout.store == "bf16":
+        return {"values": _bytes(y.to(torch.bfloat16))}
+    if layout.store == "fp8_e4m3":
+        amax = y.abs().amax(dim=-1, keepdim=True)
+        scale = torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
+        return {"values": e4m3_encode(y / scale), "scale": _bytes(scale)}
+    if layout.store == "fp4_e2m1":
+        e = _group_scale_exponent(y, FP4_GROUP, E2M1_MAX)
+        q = y / pow2(e).repeat_interleave(FP4_GROUP, dim=-1)
+        codes = e2m1_encode(q)
+        packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        return {"values": packed, "scales": (e + 127).to(torch.uint8)}
+    nope_dims = layout.field("nope").size
+    nope, rope = y[:, :nope_dims], y[:, nope_dims:]
+    e = _group_scale_exponent(nope, FLASHMLA_GROUP, E4M3_MAX)
+    q = nope / pow2(e).repeat_interleave(FLASHMLA_GROUP, dim=-1)
+    return {"nope": e4m3_encode(q), "rope": _bytes(rope.to(torch.bfloat16)), "scales": (e + 127).to(torch.uint8)}
+
+
+def decode(layout: Layout, fields: dict[str, torch.Tensor], out_loc: torch.Tensor) -> torch.Tensor:
+    """Field bytes -> float32 [N, D]; rows with out_loc < 0 become NaN."""
+    import torch
+
+    y = _decode_values(layout, fields)
+    skip = (out_loc.to(y.device) < 0)[:, None]
+    return torch.where(skip, torch.full_like(y, float("nan")), y)
+
+
+def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    def bf16(raw: torch.Tensor) -> torch.Tensor:
+        return raw.contiguous().view(torch.bfloat16).to(torch.float32)
+
+    if layout.store == "bf16":
+        return bf16(fields["values"])
+    if layout.store == "fp8_e4m3":
+        scale = fields["scale"].contiguous().view(torch.float32)
+        return e4m3_decode(fields["values"]) * scale
+    if layout.store == "fp4_e2m1":
+        packed = fields["values"]
+        codes = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
+        scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FP4_GROUP, dim=-1)
+        return e2m1_decode(codes) * scale
+    scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FLASHMLA_GROUP, dim=-1)
+    return torch.cat([e4m3_decode(fields["nope"]) * scale, bf16(fields["rope"])], dim=-1)

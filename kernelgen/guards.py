@@ -1,0 +1,103 @@
+"""The guard table: one predicate, one C++ condition and one message per unsupported combination."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import GuardViolation
+from .launch import resolve
+from .variant import Variant
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class Guard:
+    id: str
+    holds: Callable[[Variant], bool]  # evaluated on a variant whose launch is resolved
+    cpp: str  # the same condition over the generated Cfg constants
+    message: str  # identical in the Python precheck and the static_assert
+
+
+FLASHMLA = "kernelgen::Store::kFp8FlashMla"
+
+GUARDS: tuple[Guard, ...] = (
+    Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
+          "head_dim must be between 64 and 1024"),
+    Guard("head_dim_multiple_of_64", lambda v: v.head_dim % 64 == 0, "kHeadDim % 64 == 0",
+          "head_dim must be a multiple of 64"),
+    Guard("hadamard_pow2", lambda v: not v.hadamard or is_pow2(v.head_dim),
+          "!kHadamard || kernelgen::is_pow2(kHeadDim)",
+          "hadamard needs a power-of-two head_dim (64, 128, 256, 512, 1024); turn hadamard off for other sizes"),
+    Guard("rope_dim_choice", lambda v: v.rope_dim in (0, 32, 64, 128),
+          "kRopeDim == 0 || kRopeDim == 32 || kRopeDim == 64 || kRopeDim == 128",
+          "rope_dim must be 0 (no RoPE), 32, 64 or 128"),
+    Guard("rope_fits", lambda v: v.rope_dim <= v.head_dim, "kRopeDim <= kHeadDim",
+          "rope_dim must not exceed head_dim"),
+    Guard("neox_aligned",
+          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.rope_begin % v.rope_dim == 0,
+          "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
+          "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
+          "put the rope at the head or use a head_dim that is a multiple of rope_dim"),
+    Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
+          "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
+          "page_size must be a power of two from 1 to 4096"),
+    Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
+          "!kNormBias || kNorm == kernelgen::Norm::kLayer",
+          "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias"),
+    Guard("round_needs_quantized_store", lambda v: not v.round_through_bf16 or v.store != "bf16",
+          "!kRoundBf16 || kStore != kernelgen::Store::kBf16",
+          "round_through_bf16 only applies to quantized stores (fp8_e4m3, fp4_e2m1, fp8_flashmla)"),
+    Guard("flashmla_shape",
+          lambda v: v.store != "fp8_flashmla" or (v.head_dim, v.rope_dim, v.rope_place) == (512, 64, "tail"),
+          f"kStore != {FLASHMLA} || (kHeadDim == 512 && kRopeDim == 64 && kRopeBegin == 448)",
+          "fp8_flashmla is the main-KV layout of head_dim 512 with rope_dim 64 at the tail; "
+          "use store fp8_e4m3 or bf16 for other shapes"),
+    Guard("flashmla_no_hadamard", lambda v: v.store != "fp8_flashmla" or not v.hadamard,
+          f"kStore != {FLASHMLA} || !kHadamard",
+          "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; turn hadamard off"),
+    Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
+          "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
+          "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)"),
+    Guard("threads_per_token_pow2",
+          lambda v: is_pow2(v.launch.threads_per_token) and v.launch.threads_per_token <= 32,
+          "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 32",
+          "launch.threads_per_token must be a power of two from 1 to 32 (a token's threads share one warp)"),
+    Guard("threads_tile_row", lambda v: v.head_dim % (v.launch.threads_per_token * v.launch.vec) == 0,
+          "kHeadDim % (kThreadsPerToken * kVec) == 0",
+          "head_dim must be a multiple of launch.threads_per_token x launch.vec"),
+    Guard("values_per_thread", lambda v: v.head_dim // v.launch.threads_per_token <= 64,
+          "kHeadDim / kThreadsPerToken <= 64",
+          "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token"),
+    Guard("block_shape",
+          lambda v: (v.launch.threads_per_token * v.launch.tokens_per_block) % 32 == 0
+          and v.launch.threads_per_token * v.launch.tokens_per_block <= 1024,
+          "(kThreadsPerToken * kTokensPerBlock) % 32 == 0 && kThreadsPerToken * kTokensPerBlock <= 1024",
+          "launch.threads_per_token x launch.tokens_per_block must be a multiple of 32 and at most 1024"),
+    Guard("fp4_group_span",
+          lambda v: v.store != "fp4_e2m1" or v.launch.threads_per_token * v.launch.vec >= 32,
+          "kStore != kernelgen::Store::kFp4E2m1 || kThreadsPerToken * kVec >= 32",
+          "fp4_e2m1 scales 32-dim groups, which must lie within one load step: "
+          "make launch.threads_per_token x launch.vec at least 32"),
+    Guard("flashmla_group_span",
+          lambda v: v.store != "fp8_flashmla" or v.launch.threads_per_token * v.launch.vec >= 64,
+          f"kStore != {FLASHMLA} || kThreadsPerToken * kVec >= 64",
+          "fp8_flashmla scales 64-dim groups, which must lie within one load step: "
+          "make launch.threads_per_token x launch.vec at least 64"),
+)
+
+
+def violations(v: Variant) -> list[Guard]:
+    resolved = resolve(v)
+    return [g for g in GUARDS if not g.holds(resolved)]
+
+
+def precheck(v: Variant) -> None:
+    """Raise GuardViolation for the first guard the variant breaks."""
+    broken = violations(v)
+    if broken:
+        g = broken[0]
+        where = f"{v.origin}: " if v.origin else ""
+        raise GuardViolation(f"{where}variant {v.name}: {g.message} [guard {g.id}]")

@@ -1,0 +1,72 @@
+"""The one registry of environment variables kernelgen reads, typed and documented."""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    doc: str
+    default: str | None = None
+
+    def get(self) -> str | None:
+        value = os.environ.get(self.name)
+        return value if value not in (None, "") else self.default
+
+
+CACHE_DIR = Knob("KERNELGEN_CACHE_DIR", "where built kernels live (default: $XDG_CACHE_HOME/kernelgen)")
+CUDA_ARCH_LIST = Knob(
+    "KERNELGEN_CUDA_ARCH_LIST",
+    "comma- or space-separated targets such as sm_90a,sm_100a (default: the local GPU)",
+)
+JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: ninja's choice)")
+CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
+XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir", str(Path.home() / ".cache"))
+
+ALL: tuple[Knob, ...] = (CACHE_DIR, CUDA_ARCH_LIST, JOBS, CUDA_HOME, XDG_CACHE_HOME)
+
+
+def cache_dir() -> Path:
+    explicit = CACHE_DIR.get()
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(XDG_CACHE_HOME.get() or "~/.cache").expanduser() / "kernelgen"
+
+
+def arch_list() -> str | None:
+    return CUDA_ARCH_LIST.get()
+
+
+def jobs() -> int | None:
+    value = JOBS.get()
+    return int(value) if value else None
+
+
+def cuda_home() -> Path:
+    return Path(CUDA_HOME.get() or "/usr/local/cuda")
+
+
+@contextlib.contextmanager
+def scope(**values: str | None) -> Iterator[None]:
+    """Set knobs by Python name for a block (tests): scope(CACHE_DIR="/tmp/x")."""
+    knobs = {name: globals()[name] for name in values}
+    saved = {k.name: os.environ.get(k.name) for k in knobs.values()}
+    try:
+        for name, value in values.items():
+            env = knobs[name].name
+            if value is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = value
+        yield
+    finally:
+        for env, old in saved.items():
+            if old is None:
+                os.environ.pop(env, None)
+            else:
+                os.environ[env] = old

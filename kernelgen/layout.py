@@ -1,0 +1,183 @@
+"""Byte layouts of the paged caches: one source of truth for Python, the kernels and the docs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .errors import LayoutMismatch
+from .variant import Variant
+
+if TYPE_CHECKING:
+    import torch
+
+Encoding = Literal["bf16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
+
+FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
+FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
+
+
+@dataclass(frozen=True)
+class Field:
+    """One per-token record inside a page: token `off` owns bytes [base + off*stride, +size)."""
+
+    name: str
+    encoding: Encoding
+    base: int
+    stride: int
+    size: int
+    what: str
+
+    def offset(self, off: int) -> int:
+        return self.base + off * self.stride
+
+
+@dataclass(frozen=True)
+class Layout:
+    variant_name: str
+    store: str
+    head_dim: int
+    page_size: int
+    bytes_per_token: int
+    page_bytes: int
+    fields: tuple[Field, ...]
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    @property
+    def written_bytes_per_token(self) -> int:
+        return sum(f.size for f in self.fields)
+
+    def describe(self) -> str:
+        return f"{self.bytes_per_token} B/token x {self.page_size}"
+
+    def check_cache(self, shape: tuple[int, ...], dtype: str, row_stride: int | None) -> None:
+        """Raise LayoutMismatch unless the cache is uint8 [num_pages, page_bytes] with packed rows."""
+        if dtype != "uint8" or len(shape) != 2:
+            raise LayoutMismatch(
+                f"kvcache must be a 2-D uint8 tensor [num_pages, {self.page_bytes}] for {self.variant_name}, "
+                f"got {dtype} {list(shape)}; allocate it with op.layout.allocate(num_pages)"
+            )
+        if shape[1] != self.page_bytes:
+            raise LayoutMismatch(
+                f"kvcache rows are {shape[1]} bytes but {self.variant_name} writes {self.page_bytes}-byte pages "
+                f"({self.describe()}); allocate the pool with this variant's layout or pick the variant matching the pool"
+            )
+        if row_stride is not None and row_stride != self.page_bytes and shape[0] > 1:
+            raise LayoutMismatch(
+                f"kvcache row stride is {row_stride} bytes but {self.variant_name} needs packed "
+                f"{self.page_bytes}-byte rows; pass a contiguous tensor"
+            )
+
+    def allocate(self, num_pages: int, device: object = "cpu") -> torch.Tensor:
+        import torch
+
+        return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
+
+    def byte_map(self) -> list[tuple[int, int, str]]:
+        """(start, end, description) spans of one page in address order, padding included."""
+        spans: list[tuple[int, int, str]] = []
+        for f in self.fields:
+            contiguous = f.stride == f.size
+            if contiguous:
+                spans.append((f.base, f.base + f.size * self.page_size, f"{f.name}: {self.page_size} x {f.size} B {f.what}"))
+            else:
+                spans.append((f.base, f.base + f.stride * self.page_size,
+                               f"{f.name}: {self.page_size} x {f.size} B {f.what} every {f.stride} B"))
+        spans.sort()
+        out: list[tuple[int, int, str]] = []
+        cursor = 0
+        for start, end, text in spans:
+            if start > cursor:
+                out.append((cursor, start, "padding (never written)"))
+            out.append((start, end, text))
+            cursor = max(cursor, end)
+        if cursor < self.page_bytes:
+            out.append((cursor, self.page_bytes, "padding (never written)"))
+        return _merge_interleaved(out)
+
+    def decode(self, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
+        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc < 0)."""
+        from . import codec
+
+        return codec.decode(self, read_fields(self, cache, out_loc), out_loc)
+
+
+def _merge_interleaved(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    # Interleaved fields (e.g. nope and rope inside one 576-byte slot) overlap as spans; show them once.
+    out: list[tuple[int, int, str]] = []
+    for start, end, text in spans:
+        if out and start < out[-1][1]:
+            prev = out[-1]
+            out[-1] = (prev[0], max(prev[1], end), f"{prev[2]}; {text}")
+        else:
+            out.append((start, end, text))
+    return out
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def layout_of(v: Variant) -> Layout:
+    d, p = v.head_dim, v.page_size
+    if v.store == "bf16":
+        fields = (Field("values", "bf16", 0, 2 * d, 2 * d, "bf16 values"),)
+        return Layout(v.name, v.store, d, p, 2 * d, 2 * d * p, fields)
+    if v.store == "fp8_e4m3":
+        fields = (
+            Field("values", "e4m3", 0, d, d, "e4m3 codes"),
+            Field("scale", "fp32", d * p, 4, 4, "fp32 scale (amax/448)"),
+        )
+        return Layout(v.name, v.store, d, p, d + 4, (d + 4) * p, fields)
+    if v.store == "fp4_e2m1":
+        groups = max(d // FP4_GROUP, 1)
+        fields = (
+            Field("values", "e2m1x2", 0, d // 2, d // 2, "e2m1 pairs (low nibble = even dim)"),
+            Field("scales", "ue8m0", d // 2 * p, groups, groups, f"UE8M0 scales, one per {FP4_GROUP} dims"),
+        )
+        return Layout(v.name, v.store, d, p, d // 2 + groups, (d // 2 + groups) * p, fields)
+    return _flashmla_layout(v)
+
+
+def _flashmla_layout(v: Variant) -> Layout:
+    d, r, p = v.head_dim, v.rope_dim, v.page_size
+    nope = d - r
+    slot = nope + 2 * r  # e4m3 nope codes, then the roped dims as bf16
+    groups = max(nope // FLASHMLA_GROUP, 1)
+    scale_stride = _round_up(groups, 8)
+    fields = (
+        Field("nope", "e4m3", 0, slot, nope, f"e4m3 codes of dims 0..{nope - 1}"),
+        Field("rope", "bf16", nope, slot, 2 * r, f"bf16 roped dims {nope}..{d - 1}"),
+        Field("scales", "ue8m0", slot * p, scale_stride, groups, f"UE8M0 scales, one per {FLASHMLA_GROUP} nope dims"),
+    )
+    bytes_per_token = slot + scale_stride
+    return Layout(v.name, v.store, d, p, bytes_per_token, _round_up(bytes_per_token * p, slot), fields)
+
+
+def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gather each field's bytes for the given slots: name -> uint8 [N, size] (rows with out_loc<0 are zeros)."""
+    import torch
+
+    loc = out_loc.to(device=cache.device, dtype=torch.int64)
+    valid = loc >= 0
+    safe = torch.where(valid, loc, torch.zeros_like(loc))
+    page, off = safe // layout.page_size, safe % layout.page_size
+    out = {}
+    for f in layout.fields:
+        cols = f.base + off[:, None] * f.stride + torch.arange(f.size, device=cache.device)
+        out[f.name] = torch.where(valid[:, None], cache[page[:, None], cols], 0)
+    return out
+
+
+def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
+    """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot."""
+    import torch
+
+    loc = out_loc.to(device=cache.device, dtype=torch.int64)
+    keep = (loc >= 0) & (loc < cache.shape[0] * layout.page_size)
+    loc = loc[keep]
+    page, off = loc // layout.page_size, loc % layout.page_size
+    for f in layout.fields:
+        cols = f.base + off[:, None] * f.stride + torch.arange(f.size, device=cache.device)
+        cache[page[:, None], cols] = fields[f.name][keep.to(fields[f.name].device)].to(cache.device)

@@ -1,0 +1,130 @@
+"""Render a variant into CUDA source through the one strict Jinja environment."""
+from __future__ import annotations
+
+import math
+import struct
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from . import __version__, resources
+from .errors import GuardViolation
+from .guards import GUARDS, precheck
+from .launch import resolve
+from .layout import Layout, layout_of
+from .variant import Variant
+
+TEMPLATE = "fused_norm_rope_store.cu.j2"
+_CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
+_NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone"}
+_STORE_ENUM = {"bf16": "kBf16", "fp8_e4m3": "kFp8E4m3", "fp4_e2m1": "kFp4E2m1", "fp8_flashmla": "kFp8FlashMla"}
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resources.template_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def f32_literal(value: float) -> str:
+    """A C++ float literal that round-trips the float32 nearest to value."""
+    f32 = struct.unpack("f", struct.pack("f", value))[0]
+    return f"{f32:.9g}f" if "." in f"{f32:.9g}" or "e" in f"{f32:.9g}" else f"{f32:.9g}.0f"
+
+
+def hadamard_scale(head_dim: int) -> float:
+    return struct.unpack("f", struct.pack("f", 1.0 / math.sqrt(head_dim)))[0]
+
+
+def _low_bit(n: int) -> int:
+    return n & -n if n else 1 << 30
+
+
+def store_align(layout: Layout) -> int:
+    """Widest access (<= 16 B) that every value-field address of this layout is aligned to."""
+    value_fields = [f for f in layout.fields if f.encoding in ("bf16", "e4m3", "e2m1x2")]
+    align = min([16, _low_bit(layout.page_bytes)] + [min(_low_bit(f.base), _low_bit(f.stride)) for f in value_fields])
+    return max(align, 1)
+
+
+def _field_constants(layout: Layout) -> dict[str, int]:
+    by_role = {"values": "value", "nope": "value", "scale": "scale", "scales": "scale", "rope": "rope"}
+    out = {"value_base": 0, "value_stride": 0, "scale_base": 0, "scale_stride": 0, "rope_base": 0}
+    for f in layout.fields:
+        role = by_role[f.name]
+        out[f"{role}_base"] = f.base
+        if role != "rope":
+            out[f"{role}_stride"] = f.stride
+    return out
+
+
+def summary(v: Variant) -> str:
+    parts = [f"x[{v.head_dim}] {v.input_dtype}"]
+    if v.norm != "none":
+        parts.append(("RMSNorm" if v.norm == "rms" else "LayerNorm") + (" +bias" if v.norm_bias else "")
+                     + f" (w {v.weight_dtype})")
+    if v.rope_dim:
+        parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}")
+    if v.hadamard:
+        parts.append(f"Hadamard-{v.head_dim}")
+    parts.append(f"store {v.store}" + (" (via bf16)" if v.round_through_bf16 else ""))
+    return " -> ".join(parts)
+
+
+def context(v: Variant) -> dict[str, Any]:
+    """Everything the template needs, decided here so the template stays declarative."""
+    v = resolve(v)
+    layout = layout_of(v)
+    lo = v.launch
+    return {
+        "kernelgen_version": __version__,
+        "spec_name": v.spec_name or "(none)",
+        "name": v.name,
+        "summary": summary(v),
+        "layout_summary": f"{layout.store}: {layout.bytes_per_token} B/token, page_size {v.page_size}, "
+                          f"{layout.page_bytes} B/page",
+        "launch_summary": lo.describe(),
+        "guard_ids": [g.id for g in GUARDS],
+        "guards": GUARDS,
+        "in_type": _CPP_TYPES[v.input_dtype],
+        "weight_type": _CPP_TYPES[v.weight_dtype],
+        "in_bytes": v.elem_bytes,
+        "head_dim": v.head_dim,
+        "rope_dim": v.rope_dim,
+        "rope_begin": v.rope_begin,
+        "neox": _cpp_bool(v.rope_style == "neox"),
+        "norm_enum": _NORM_ENUM[v.norm],
+        "norm_bias": _cpp_bool(v.norm_bias),
+        "hadamard": _cpp_bool(v.hadamard),
+        "hadamard_scale": f32_literal(hadamard_scale(v.head_dim) if v.hadamard else 1.0),
+        "store_enum": _STORE_ENUM[v.store],
+        "round_through_bf16": _cpp_bool(v.round_through_bf16),
+        "page_size": v.page_size,
+        "page_bytes": layout.page_bytes,
+        "store_align": store_align(layout),
+        "threads_per_token": lo.threads_per_token,
+        "tokens_per_block": lo.tokens_per_block,
+        "vec": lo.vec,
+        **_field_constants(layout),
+    }
+
+
+def _cpp_bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def render_variant(v: Variant, check: bool = True) -> str:
+    """CUDA source for v. With check=False the Python precheck is skipped (guard parity tests)."""
+    if check:
+        precheck(v)
+    return environment().get_template(TEMPLATE).render(**context(v))
+
+
+__all__ = ["render_variant", "context", "environment", "GuardViolation"]

@@ -1,0 +1,193 @@
+"""Parse a YAML spec into frozen Variants; every error names file:line:col and a fix."""
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import resources
+from .errors import SpecError
+from .variant import AXES, FAMILY, LAUNCH_KEYS, Launch, Variant, short_name
+from .yamlsrc import Located, load_yaml
+
+TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants")
+VARIANT_KEYS = ("name", *AXES, "launch")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    path: str
+    description: str
+    variants: tuple[Variant, ...]
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        hint = _did_you_mean(name, [v.name for v in self.variants])
+        raise SpecError(f"{self.path}: no variant named '{name}'{hint}; `kernelgen list {self.path}` shows them")
+
+
+def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _fail(src: Located, path: tuple[Any, ...], msg: str, at_key: bool = False) -> SpecError:
+    where = src.key_at(path) if at_key else src.at(path)
+    return SpecError(f"{where}: {msg}")
+
+
+def _check_keys(src: Located, path: tuple[Any, ...], table: dict[str, Any], allowed: tuple[str, ...], what: str) -> None:
+    for key in table:
+        if key not in allowed:
+            hint = _did_you_mean(str(key), allowed)
+            raise _fail(src, path + (key,), f"unknown {what} key '{key}'{hint}; allowed: {', '.join(allowed)}", True)
+
+
+def _mapping(src: Located, path: tuple[Any, ...], value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(src, path, f"{what} must be a mapping (key: value lines), got {type(value).__name__}")
+    return value
+
+
+def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> Any:
+    kind, choices = AXES[axis]
+    type_ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not type_ok:
+        expected = {int: "an integer", bool: "true or false", str: "a name"}[kind]
+        raise _fail(src, path, f"{axis} must be {expected}, got {value!r}")
+    if choices is not None and value not in choices:
+        hint = _did_you_mean(value, choices)  # type: ignore[arg-type]
+        allowed = ", ".join(map(str, choices))
+        raise _fail(src, path, f"{axis} '{value}' is not one of {allowed}{hint}")
+    return value
+
+
+def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> Launch:
+    table = _mapping(src, path, raw, "launch")
+    _check_keys(src, path, table, LAUNCH_KEYS, "launch")
+    for key, value in table.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer, got {value!r}")
+    return Launch(**table)
+
+
+def _axes(src: Located, path: tuple[Any, ...], table: dict[str, Any]) -> dict[str, Any]:
+    """Validate one layer of axis settings (defaults, a matrix point, overrides)."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "launch":
+            out[key] = _launch(src, path + (key,), value)
+        elif key != "name":
+            out[key] = _axis_value(src, path + (key,), key, value)
+    return out
+
+
+def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    _check_keys(src, ("matrix",), matrix, tuple(AXES), "matrix")
+    axes: list[tuple[str, list[Any]]] = []
+    for axis, values in matrix.items():
+        path = ("matrix", axis)
+        if not isinstance(values, list) or not values:
+            raise _fail(src, path, f"matrix.{axis} must be a non-empty list of values, e.g. [{axis_example(axis)}]")
+        axes.append((axis, [_axis_value(src, path + (i,), axis, v) for i, v in enumerate(values)]))
+    points = []
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        points.append(dict(zip((a for a, _ in axes), combo)))
+    return points
+
+
+def axis_example(axis: str) -> str:
+    kind, choices = AXES[axis]
+    if choices:
+        return ", ".join(map(str, choices[:2]))
+    return {int: "64, 128", bool: "true, false"}[kind]
+
+
+def _make(src: Located, spec_name: str, name: str, settings: dict[str, Any], path: tuple[Any, ...]) -> Variant:
+    if not _IDENT.match(name):
+        raise _fail(src, path, f"variant name '{name}' must be a C identifier (letters, digits, _)")
+    return Variant(name=name, spec_name=spec_name, origin=str(src.at(path)), **settings)
+
+
+def parse_spec(text: str, file: str) -> Spec:
+    src = load_yaml(text, file)
+    top = _mapping(src, (), src.data, "a spec")
+    _check_keys(src, (), top, TOP_KEYS, "top-level")
+    family = top.get("family")
+    if family != FAMILY:
+        raise _fail(src, ("family",), f"family must be '{FAMILY}', got {family!r}")
+    spec_name = top.get("name")
+    if not isinstance(spec_name, str) or not _IDENT.match(spec_name):
+        raise _fail(src, ("name",), "name must be a C identifier; it prefixes generated variant names")
+    defaults_raw = _mapping(src, ("defaults",), top.get("defaults", {}), "defaults")
+    _check_keys(src, ("defaults",), defaults_raw, VARIANT_KEYS[1:], "defaults")
+    defaults = _axes(src, ("defaults",), defaults_raw)
+    variants: list[Variant] = []
+    if "matrix" in top:
+        matrix = _mapping(src, ("matrix",), top["matrix"], "matrix")
+        for point in _matrix_points(src, matrix):
+            name = "_".join([spec_name, *(short_name(a, v) for a, v in point.items())])
+            variants.append(_make(src, spec_name, name, {**defaults, **point}, ("matrix",)))
+    variants = _apply_overrides(src, top, variants, spec_name)
+    variants += _listed(src, top, defaults, spec_name)
+    if not variants:
+        raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
+    _check_unique(src, variants)
+    return Spec(spec_name, file, str(top.get("description", "")), tuple(variants))
+
+
+def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> list[Variant]:
+    raw = _mapping(src, ("overrides",), top.get("overrides", {}), "overrides")
+    by_name = {v.name: v for v in variants}
+    for name, table in raw.items():
+        path = ("overrides", name)
+        if name not in by_name:
+            hint = _did_you_mean(str(name), list(by_name))
+            raise _fail(src, path, f"override for unknown matrix variant '{name}'{hint}", True)
+        table = _mapping(src, path, table, f"overrides.{name}")
+        _check_keys(src, path, table, VARIANT_KEYS[1:], "override")
+        old = by_name[name]
+        settings = {a: getattr(old, a) for a in (*AXES, "launch")} | _axes(src, path, table)
+        by_name[name] = _make(src, spec_name, name, settings, path)
+    return list(by_name.values())
+
+
+def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_name: str) -> list[Variant]:
+    raw = top.get("variants", [])
+    if not isinstance(raw, list):
+        raise _fail(src, ("variants",), "variants must be a list of mappings, each with a name")
+    out = []
+    for i, item in enumerate(raw):
+        path = ("variants", i)
+        table = _mapping(src, path, item, f"variants[{i}]")
+        _check_keys(src, path, table, VARIANT_KEYS, "variant")
+        name = table.get("name")
+        if not isinstance(name, str):
+            raise _fail(src, path, "each listed variant needs a 'name:'")
+        out.append(_make(src, spec_name, name, {**defaults, **_axes(src, path, table)}, path))
+    return out
+
+
+def _check_unique(src: Located, variants: list[Variant]) -> None:
+    seen: dict[str, Variant] = {}
+    for v in variants:
+        if v.name in seen:
+            raise SpecError(f"{v.origin}: duplicate variant name '{v.name}' (first defined at {seen[v.name].origin})")
+        seen[v.name] = v
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read a spec by path, or by the name of a shipped spec (e.g. 'dsv4_indexer')."""
+    resolved = resources.find_spec(str(path))
+    try:
+        text = resolved.read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read spec: {exc.strerror}") from None
+    return parse_spec(text, str(path))

@@ -1,0 +1,102 @@
+"""The frozen, typed description of one kernel variant and its launch configuration."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal, get_args
+
+NormKind = Literal["rms", "layer", "none"]
+RopePlace = Literal["head", "tail"]
+RopeStyle = Literal["interleaved", "neox"]
+Dtype = Literal["bf16", "fp16", "fp32"]
+WeightDtype = Literal["fp32", "bf16"]
+StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla"]
+
+FAMILY = "fused_norm_rope_store"
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How threads map onto tokens. 0 means "derive a default from the variant"."""
+
+    threads_per_token: int = 0
+    tokens_per_block: int = 0
+    vec: int = 0  # elements per vector load; each thread holds chunks * vec elements
+
+    def describe(self) -> str:
+        return f"threads_per_token={self.threads_per_token} tokens_per_block={self.tokens_per_block} vec={self.vec}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    head_dim: int = 128
+    rope_dim: int = 64
+    rope_place: RopePlace = "tail"
+    rope_style: RopeStyle = "interleaved"
+    norm: NormKind = "rms"
+    norm_bias: bool = False
+    hadamard: bool = False
+    input_dtype: Dtype = "bf16"
+    weight_dtype: WeightDtype = "fp32"
+    store: StoreKind = "bf16"
+    page_size: int = 64
+    round_through_bf16: bool = False
+    launch: Launch = field(default_factory=Launch)
+    spec_name: str = field(default="", compare=False)
+    origin: str = field(default="", compare=False)  # file:line:col of its definition
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPE_BYTES[self.input_dtype]
+
+    @property
+    def rope_begin(self) -> int:
+        return 0 if self.rope_place == "head" else self.head_dim - self.rope_dim
+
+    def with_launch(self, launch: Launch) -> Variant:
+        return replace(self, launch=launch)
+
+
+# Axes a spec may set, with the closed set of values where there is one.
+AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
+    "head_dim": (int, None),
+    "rope_dim": (int, None),
+    "rope_place": (str, get_args(RopePlace)),
+    "rope_style": (str, get_args(RopeStyle)),
+    "norm": (str, get_args(NormKind)),
+    "norm_bias": (bool, None),
+    "hadamard": (bool, None),
+    "input_dtype": (str, get_args(Dtype)),
+    "weight_dtype": (str, get_args(WeightDtype)),
+    "store": (str, get_args(StoreKind)),
+    "page_size": (int, None),
+    "round_through_bf16": (bool, None),
+}
+LAUNCH_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Launch))
+
+_STORE_SHORT = {"fp8_e4m3": "fp8", "bf16": "bf16", "fp4_e2m1": "fp4", "fp8_flashmla": "fp8mla"}
+_STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}
+_NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm"}
+
+
+def short_name(axis: str, value: object) -> str:
+    """The readable fragment an axis value contributes to a generated variant name."""
+    if axis == "store":
+        return _STORE_SHORT[str(value)]
+    if axis == "page_size":
+        return f"p{value}"
+    if axis == "head_dim":
+        return f"d{value}"
+    if axis == "rope_dim":
+        return f"r{value}" if value else "norope"
+    if axis == "rope_style":
+        return _STYLE_SHORT[str(value)]
+    if axis == "norm":
+        return _NORM_SHORT[str(value)]
+    if axis in ("input_dtype", "weight_dtype"):
+        return f"{'in' if axis == 'input_dtype' else 'w'}{value}"
+    if isinstance(value, bool):
+        tag = {"hadamard": "had", "norm_bias": "bias", "round_through_bf16": "bfround"}[axis]
+        return tag if value else f"no{tag}"
+    return str(value)

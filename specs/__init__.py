@@ -1,0 +1,1 @@
+"""Shipped YAML specs (kernelgen.specs)."""

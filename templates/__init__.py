@@ -1,0 +1,1 @@
+"""Jinja templates and CUDA headers, shipped as package data (kernelgen.templates)."""

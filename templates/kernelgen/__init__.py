@@ -1,0 +1,1 @@
+"""Hand-written CUDA device headers included by generated kernels."""

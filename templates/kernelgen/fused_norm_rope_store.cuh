@@ -1,0 +1,434 @@
+// kernelgen/fused_norm_rope_store.cuh: the device code of the fused_norm_rope_store family.
+//
+// One token is handled by kThreadsPerToken consecutive lanes of a warp. Lane `l` holds
+// kChunks vectors of kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k.
+// So the bits of a dim index are, from the lowest: in-vector bits, lane bits, chunk bits.
+// Reductions, the neox partner exchange and the Hadamard butterflies follow those bits.
+//
+// A generated translation unit defines a `Cfg` struct (constants only) and instantiates run<Cfg>.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/extra/cuda/device_guard.h>
+#include <tvm/ffi/function.h>
+
+#include "kernelgen/numeric.cuh"
+
+namespace kernelgen {
+
+enum class Norm { kNone, kRms, kLayer };
+enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla };
+
+struct Params {
+  const void* x;
+  int64_t x_row_stride;  // elements between consecutive rows of x
+  const void* weight;
+  const void* bias;
+  const float* freqs;  // [max_pos, rope_dim]: (cos, sin) of pair j at 2j, 2j+1
+  int64_t max_pos;
+  const void* positions;
+  const void* out_loc;
+  bool positions_i64;
+  bool out_loc_i64;
+  uint8_t* cache;  // [num_pages, kPageBytes]
+  int64_t num_slots;  // num_pages * kPageSize
+  int64_t num_tokens;
+  float eps;
+};
+
+template <class Cfg>
+struct Geometry {
+  static constexpr int kT = Cfg::kThreadsPerToken;
+  static constexpr int kVec = Cfg::kVec;
+  static constexpr int kChunks = Cfg::kHeadDim / (kT * kVec);
+  static constexpr int kBlockThreads = kT * Cfg::kTokensPerBlock;
+};
+
+template <class Cfg>
+struct Row {
+  using G = Geometry<Cfg>;
+  float v[G::kChunks][G::kVec];
+  int lane;
+  unsigned mask;  // the lanes of this token's group, for shuffles
+
+  __device__ __forceinline__ int first(int c) const { return (c * G::kT + lane) * G::kVec; }
+};
+
+__device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_t i) {
+  return is_i64 ? static_cast<const int64_t*>(p)[i] : static_cast<const int32_t*>(p)[i];
+}
+
+// Loads N floats' worth of T from 16-byte-or-smaller aligned pieces.
+template <typename T, int N>
+__device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
+  constexpr int kPiece = (N * sizeof(T) > 16) ? 16 / sizeof(T) : N;
+#pragma unroll
+  for (int i = 0; i < N; i += kPiece) {
+    float part[kPiece];
+    load_floats<T, kPiece>(src + i, part);
+#pragma unroll
+    for (int j = 0; j < kPiece; ++j) dst[i + j] = part[j];
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void load_row(Row<Cfg>& r, const typename Cfg::In* x) {
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) load_wide(x + r.first(c), r.v[c]);
+}
+
+// ---- norm ----------------------------------------------------------------------------------
+
+template <class Cfg>
+__device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; ++k) ss = __fadd_rn(ss, __fmul_rn(r.v[c][k], r.v[c][k]));
+  return group_sum<Cfg::kThreadsPerToken>(ss, r.mask);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void center(Row<Cfg>& r) {
+  float s = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; ++k) s = __fadd_rn(s, r.v[c][k]);
+  const float mean = __fdiv_rn(group_sum<Cfg::kThreadsPerToken>(s, r.mask), float(Cfg::kHeadDim));
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fsub_rn(r.v[c][k], mean);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void normalize(Row<Cfg>& r, const Params& p) {
+  if constexpr (Cfg::kNorm != Norm::kNone) {
+    if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
+    const float mean_sq = __fdiv_rn(sum_of_squares(r), float(Cfg::kHeadDim));
+    const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
+    const auto* w = static_cast<const typename Cfg::Weight*>(p.weight);
+    const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      float wc[Cfg::kVec];
+      float bc[Cfg::kVec];
+      load_wide(w + r.first(c), wc);
+      if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), bc);
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) {
+        r.v[c][k] = __fmul_rn(__fmul_rn(r.v[c][k], inv), wc[k]);
+        if constexpr (Cfg::kNormBias) r.v[c][k] = __fadd_rn(r.v[c][k], bc[k]);
+      }
+    }
+  }
+}
+
+// ---- RoPE ----------------------------------------------------------------------------------
+
+template <class Cfg>
+__device__ __forceinline__ bool in_rope(int dim) {
+  return dim >= Cfg::kRopeBegin && dim < Cfg::kRopeBegin + Cfg::kRopeDim;
+}
+
+// Interleaved: (x[2j], x[2j+1]) is rotated by (cos, sin) = (f[2j], f[2j+1]); both live in one vector.
+template <class Cfg>
+__device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const float* f) {
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const int dim = r.first(c);
+    if (!in_rope<Cfg>(dim)) continue;
+    float cs[Cfg::kVec];
+    load_wide(f + (dim - Cfg::kRopeBegin), cs);
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; k += 2) {
+      const float a = r.v[c][k], b = r.v[c][k + 1];
+      r.v[c][k] = __fsub_rn(__fmul_rn(a, cs[k]), __fmul_rn(b, cs[k + 1]));
+      r.v[c][k + 1] = __fadd_rn(__fmul_rn(a, cs[k + 1]), __fmul_rn(b, cs[k]));
+    }
+  }
+}
+
+// Neox: dim j pairs with j + rope_dim/2. The partner differs in one index bit: a lane bit
+// (exchanged by shuffle) or a chunk bit (already in this thread).
+template <class Cfg>
+__device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const float* f) {
+  using G = Geometry<Cfg>;
+  constexpr int kHalf = Cfg::kRopeDim / 2;
+  float partner[G::kChunks][G::kVec];
+#pragma unroll
+  for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < G::kVec; ++k) {
+      if constexpr (kHalf < G::kVec * G::kT) {
+        partner[c][k] = __shfl_xor_sync(r.mask, r.v[c][k], kHalf / G::kVec);
+      } else {
+        constexpr int kChunkBit = kHalf / (G::kVec * G::kT);
+        const int other = (c ^ kChunkBit) < G::kChunks ? (c ^ kChunkBit) : c;  // c only outside the rope
+        partner[c][k] = r.v[other][k];
+      }
+    }
+#pragma unroll
+  for (int c = 0; c < G::kChunks; ++c) {
+    const int dim = r.first(c);
+    if (!in_rope<Cfg>(dim)) continue;
+    const int j = dim - Cfg::kRopeBegin;
+    const bool lower = (j & kHalf) == 0;
+    float cs[2 * G::kVec];
+    load_wide(f + 2 * (j & (kHalf - 1)), cs);
+#pragma unroll
+    for (int k = 0; k < G::kVec; ++k) {
+      const float xc = __fmul_rn(r.v[c][k], cs[2 * k]);
+      const float ps = __fmul_rn(partner[c][k], cs[2 * k + 1]);
+      r.v[c][k] = lower ? __fsub_rn(xc, ps) : __fadd_rn(xc, ps);
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void rotate(Row<Cfg>& r, const float* freqs_row) {
+  if constexpr (Cfg::kRopeDim > 0) {
+    if constexpr (Cfg::kNeox) {
+      rotate_neox(r, freqs_row);
+    } else {
+      rotate_interleaved(r, freqs_row);
+    }
+  }
+}
+
+// ---- Walsh-Hadamard (Sylvester order), one butterfly stage per index bit, lowest bit first --
+
+__device__ __forceinline__ void butterfly(float& a, float& b) {
+  const float s = __fadd_rn(a, b);
+  b = __fsub_rn(a, b);
+  a = s;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void hadamard(Row<Cfg>& r) {
+  using G = Geometry<Cfg>;
+  if constexpr (Cfg::kHadamard) {
+#pragma unroll
+    for (int m = 1; m < G::kVec; m <<= 1)
+#pragma unroll
+      for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+        for (int k = 0; k < G::kVec; ++k)
+          if (!(k & m)) butterfly(r.v[c][k], r.v[c][k | m]);
+#pragma unroll
+    for (int m = 1; m < G::kT; m <<= 1) {
+      const bool upper = r.lane & m;
+#pragma unroll
+      for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+        for (int k = 0; k < G::kVec; ++k) {
+          const float other = __shfl_xor_sync(r.mask, r.v[c][k], m);
+          r.v[c][k] = upper ? __fsub_rn(other, r.v[c][k]) : __fadd_rn(r.v[c][k], other);
+        }
+    }
+#pragma unroll
+    for (int m = 1; m < G::kChunks; m <<= 1)
+#pragma unroll
+      for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+        for (int k = 0; k < G::kVec; ++k)
+          if (!(c & m)) butterfly(r.v[c][k], r.v[c | m][k]);
+#pragma unroll
+    for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < G::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], Cfg::kHadamardScale);
+  }
+}
+
+// ---- quantize and store --------------------------------------------------------------------
+
+template <class Cfg>
+__device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
+  float amax = 0.f;
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; ++k) amax = fmaxf(amax, fabsf(r.v[c][k]));
+  return amax;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* dst) {
+  uint8_t bytes[2 * Cfg::kVec];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; ++k) {
+    const uint16_t bits = bf16_bits(r.v[c][k]);
+    bytes[2 * k] = bits & 0xff;
+    bytes[2 * k + 1] = bits >> 8;
+  }
+  store_bytes<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, bytes);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst) {
+  uint8_t codes[Cfg::kVec];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; ++k) codes[k] = e4m3(__fdiv_rn(r.v[c][k], scale));
+  store_bytes<Cfg::kVec, Cfg::kStoreAlign>(dst, codes);
+}
+
+// Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row.
+template <class Cfg>
+__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* page, int off) {
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk_amax(r, c));
+  amax = group_max<Cfg::kThreadsPerToken>(amax, r.mask);
+  const float scale = __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+    store_e4m3(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c));
+  if (r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
+}
+
+// e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk.
+template <class Cfg>
+__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int off) {
+  constexpr int kGroupLanes = 32 / Cfg::kVec;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk_amax(r, c), r.mask), kE2m1Max);
+    const float scale = exp2_int(e);
+    uint8_t packed[Cfg::kVec / 2];
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; k += 2)
+      packed[k / 2] = e2m1(__fdiv_rn(r.v[c][k], scale)) | (e2m1(__fdiv_rn(r.v[c][k + 1], scale)) << 4);
+    const int dim = r.first(c);
+    store_bytes<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
+    if ((r.lane & (kGroupLanes - 1)) == 0)
+      page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = static_cast<uint8_t>(e + 127);
+  }
+}
+
+// FlashMLA main KV: nope dims as e4m3 with one UE8M0 scale per 64 dims, roped dims as bf16.
+template <class Cfg>
+__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page, int off) {
+  constexpr int kGroupLanes = 64 / Cfg::kVec;
+  constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const float amax = group_max<kGroupLanes>(chunk_amax(r, c), r.mask);
+    const int dim = r.first(c);
+    if (dim < kNope) {
+      const int e = pow2_scale_exponent(amax, kE4m3Max);
+      store_e4m3(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim);
+      if ((r.lane & (kGroupLanes - 1)) == 0)
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = static_cast<uint8_t>(e + 127);
+    } else {
+      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope));
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off) {
+  if constexpr (Cfg::kRoundBf16) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
+  }
+  if constexpr (Cfg::kStore == Store::kBf16) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c));
+  } else if constexpr (Cfg::kStore == Store::kFp8E4m3) {
+    store_fp8_per_token(r, page, off);
+  } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
+    store_fp4(r, page, off);
+  } else {
+    store_flashmla(r, page, off);
+  }
+}
+
+// ---- the kernel ----------------------------------------------------------------------------
+
+template <class Cfg>
+__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
+  using G = Geometry<Cfg>;
+  const int64_t token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
+  if (token >= p.num_tokens) return;
+  // A token's lanes all take the same exits, so the shuffles below see whole groups.
+  const int64_t loc = load_index(p.out_loc, p.out_loc_i64, token);
+  if (loc < 0 || loc >= p.num_slots) return;  // padding rows (and slots outside the pool) are skipped
+  int64_t pos = 0;
+  if constexpr (Cfg::kRopeDim > 0) {
+    pos = load_index(p.positions, p.positions_i64, token);
+    if (pos < 0 || pos >= p.max_pos) return;
+  }
+  Row<Cfg> r;
+  r.lane = threadIdx.x % G::kT;
+  r.mask = G::kT == 32 ? 0xffffffffu : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
+  load_row(r, static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride);
+  normalize(r, p);
+  rotate(r, p.freqs + pos * Cfg::kRopeDim);
+  hadamard(r);
+  store(r, p.cache + (loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(loc % Cfg::kPageSize));
+}
+
+// ---- host entry --------------------------------------------------------------------------
+
+inline bool is_int_index(DLDataType t) { return t.code == kDLInt && (t.bits == 32 || t.bits == 64) && t.lanes == 1; }
+
+// Defensive checks only: the Python op checks everything first with fuller messages. These
+// keep a caller that reaches the exported symbol directly from writing out of bounds.
+template <class Cfg>
+void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& positions,
+                const tvm::ffi::TensorView& out_loc, const tvm::ffi::TensorView& cache) {
+  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim, ValueError)
+      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "]";
+  TVM_FFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << Cfg::kName << ": x must be a CUDA tensor";
+  TVM_FFI_CHECK(cache.ndim() == 2 && cache.size(1) == Cfg::kPageBytes, ValueError)
+      << "kvcache rows are " << (cache.ndim() == 2 ? cache.size(1) : -1) << " bytes but " << Cfg::kName
+      << " writes " << Cfg::kPageBytes << "-byte pages";
+  TVM_FFI_CHECK(cache.dtype().code == kDLUInt && cache.dtype().bits == 8 && cache.IsContiguous(), ValueError)
+      << Cfg::kName << ": kvcache must be a contiguous uint8 tensor";
+  TVM_FFI_CHECK(is_int_index(out_loc.dtype()) && out_loc.ndim() == 1 && out_loc.size(0) == x.size(0), ValueError)
+      << Cfg::kName << ": out_loc must be int32/int64 [num_tokens]";
+  if (Cfg::kRopeDim > 0) {
+    TVM_FFI_CHECK(is_int_index(positions.dtype()) && positions.ndim() == 1 && positions.size(0) == x.size(0),
+                  ValueError)
+        << Cfg::kName << ": positions must be int32/int64 [num_tokens]";
+  }
+}
+
+template <class Cfg>
+void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
+         tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
+         tvm::ffi::TensorView cache, double eps) {
+  check_args<Cfg>(x, positions, out_loc, cache);
+  const int64_t num_tokens = x.size(0);
+  if (num_tokens == 0) return;
+  Params p{};
+  p.x = x.data_ptr();
+  p.x_row_stride = x.strides()[0];
+  p.weight = weight.data_ptr();
+  p.bias = bias.data_ptr();
+  p.freqs = static_cast<const float*>(freqs.data_ptr());
+  p.max_pos = Cfg::kRopeDim > 0 ? freqs.size(0) : 0;
+  p.positions = positions.data_ptr();
+  p.positions_i64 = positions.dtype().bits == 64;
+  p.out_loc = out_loc.data_ptr();
+  p.out_loc_i64 = out_loc.dtype().bits == 64;
+  p.cache = static_cast<uint8_t*>(cache.data_ptr());
+  p.num_slots = cache.size(0) * Cfg::kPageSize;
+  p.num_tokens = num_tokens;
+  p.eps = static_cast<float>(eps);
+  tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
+  auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
+  using G = Geometry<Cfg>;
+  const int64_t blocks = (num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  fused_norm_rope_store_kernel<Cfg><<<static_cast<unsigned>(blocks), G::kBlockThreads, 0, stream>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Cfg::kName << ": launch failed: " << cudaGetErrorString(err);
+}
+
+}  // namespace kernelgen
