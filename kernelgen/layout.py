@@ -78,12 +78,9 @@ class Layout:
         """(start, end, description) spans of one page in address order, padding included."""
         spans: list[tuple[int, int, str]] = []
         for f in self.fields:
-            contiguous = f.stride == f.size
-            if contiguous:
-                spans.append((f.base, f.base + f.size * self.page_size, f"{f.name}: {self.page_size} x {f.size} B {f.what}"))
-            else:
-                spans.append((f.base, f.base + f.stride * self.page_size,
-                               f"{f.name}: {self.page_size} x {f.size} B {f.what} every {f.stride} B"))
+            end = f.base + f.stride * (self.page_size - 1) + f.size
+            every = "" if f.stride == f.size else f" every {f.stride} B"
+            spans.append((f.base, end, f"{f.name}: {self.page_size} x {f.size} B {f.what}{every}"))
         spans.sort()
         out: list[tuple[int, int, str]] = []
         cursor = 0

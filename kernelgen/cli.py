@@ -1,0 +1,197 @@
+"""The `kernelgen` command: list, render, check, build; errors become one line and exit 1."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__, resources
+from . import toolchain as tc
+from .errors import KernelgenError
+from .guards import GUARDS, violations
+from .launch import resolve
+from .layout import layout_of
+from .render import render_variant
+from .spec import Spec, load_spec
+from .variant import Variant
+
+CHECK_TARGETS = "sm_90a,sm_100a,sm_120a"
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+
+def _specs(paths: list[str]) -> list[Spec]:
+    return [load_spec(p) for p in paths] if paths else [load_spec(p) for p in resources.shipped_specs()]
+
+
+def _status(v: Variant) -> str:
+    broken = violations(v)
+    return "ok" if not broken else f"[red]violates {broken[0].id}[/red]"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for spec in _specs(args.specs):
+        table = Table(title=f"{spec.path}: {len(spec.variants)} variants", title_justify="left")
+        for col in ("variant", "D", "rope", "norm", "had", "in", "store", "P", "B/token", "page B", "launch (T,B,vec)", "guards"):
+            table.add_column(col)
+        for v in spec.variants:
+            r, lay = resolve(v), layout_of(v)
+            rope = f"{v.rope_dim} {v.rope_place} {v.rope_style}" if v.rope_dim else "-"
+            norm = v.norm + ("+bias" if v.norm_bias else "")
+            lo = r.launch
+            table.add_row(v.name, str(v.head_dim), rope, norm, "yes" if v.hadamard else "-", v.input_dtype, v.store,
+                          str(v.page_size), str(lay.bytes_per_token), str(lay.page_bytes),
+                          f"{lo.threads_per_token},{lo.tokens_per_block},{lo.vec}", _status(v))
+        out.print(table)
+        if args.layouts:
+            for v in spec.variants:
+                _print_layout(v)
+    return 0
+
+
+def _print_layout(v: Variant) -> None:
+    lay = layout_of(v)
+    out.print(f"\n[bold]{v.name}[/bold]: {lay.store}, {lay.bytes_per_token} B/token, page_size {lay.page_size}, "
+              f"page {lay.page_bytes} B (cache = uint8 [num_pages, {lay.page_bytes}]); slot s -> page s // "
+              f"{lay.page_size}, off s % {lay.page_size}")
+    for f in lay.fields:
+        out.print(f"  {f.name:<7} token off at byte {f.base} + off*{f.stride}, {f.size} B: {f.what}")
+    for start, end, text in lay.byte_map():
+        out.print(f"  [{start:>6}, {end:>6})  {text}")
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    source = render_variant(load_spec(args.spec).variant(args.variant))
+    if args.output:
+        Path(args.output).write_text(source)
+    else:
+        sys.stdout.write(source)
+    return 0
+
+
+def _dedupe_page_sizes(variants: list[Variant]) -> tuple[list[Variant], int]:
+    """One page size per layout: variants equal up to page_size are represented by the first."""
+    from dataclasses import replace
+
+    seen: set[Variant] = set()
+    kept = []
+    for v in variants:
+        key = replace(v, name="", page_size=0)
+        if key not in seen:
+            seen.add(key)
+            kept.append(v)
+    return kept, len(variants) - len(kept)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .build import compile_only
+
+    archs = tc.parse_arch_list(args.arch) if args.arch else tc.resolve_archs(None) if _env_arch() else \
+        tc.parse_arch_list(CHECK_TARGETS)
+    variants = [v for spec in _specs(args.specs) for v in spec.variants]
+    skipped = 0
+    if not args.all:
+        variants, skipped = _dedupe_page_sizes(variants)
+    start = time.monotonic()
+    results = compile_only(variants, tc.detect(), archs, args.jobs)
+    table = Table(title=f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", title_justify="left")
+    table.add_column("variant")
+    for arch in archs:
+        table.add_column(arch)
+    by_variant: dict[str, dict[str, str]] = {}
+    failures = [r for r in results if not r.ok]
+    for r in results:
+        by_variant.setdefault(r.variant, {})[r.arch] = "[green]ok[/green]" if r.ok else "[red]FAIL[/red]"
+    for name, cells in by_variant.items():
+        table.add_row(name, *(cells[a] for a in archs))
+    out.print(table)
+    note = f" ({skipped} variants differing only in page_size not compiled; --all compiles them)" if skipped else ""
+    out.print(f"{len(results) - len(failures)}/{len(results)} compiled in {time.monotonic() - start:.1f} s{note}")
+    for r in failures:
+        err.print(f"error: {r.variant} [{r.arch}]: {r.message}", markup=False)
+    return 1 if failures else 0
+
+
+def _env_arch() -> bool:
+    from . import knobs
+
+    return bool(knobs.arch_list())
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    archs = tc.resolve_archs(args.arch)
+    variants = [v for spec in _specs(args.specs) for v in spec.variants]
+    start = time.monotonic()
+    artifacts = build(variants, tc.detect(), archs, Path(args.cache_dir) if args.cache_dir else None, args.jobs)
+    table = Table(title=f"kernelgen build: {len(artifacts)} variants for {', '.join(archs)}", title_justify="left")
+    for col in ("variant", "page B", "library"):
+        table.add_column(col)
+    for a in artifacts:
+        table.add_row(a.variant.name, str(layout_of(a.variant).page_bytes), str(a.library))
+    out.print(table)
+    out.print(f"built or found {len(artifacts)} variants in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def cmd_guards(args: argparse.Namespace) -> int:
+    table = Table(title="guards (Python precheck == static_assert text)", title_justify="left")
+    for col in ("id", "message"):
+        table.add_column(col)
+    for g in GUARDS:
+        table.add_row(g.id, g.message)
+    out.print(table)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernelgen", description="fused norm/RoPE/quantize/KV-store CUDA kernels from YAML specs")
+    p.add_argument("--version", action="version", version=f"kernelgen {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("list", help="the variants specs expand to, with their layouts")
+    ls.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    ls.add_argument("--layouts", action="store_true", help="print each variant's page byte map")
+    ls.set_defaults(func=cmd_list)
+    rd = sub.add_parser("render", help="print the generated CUDA of one variant")
+    rd.add_argument("spec")
+    rd.add_argument("variant")
+    rd.add_argument("-o", "--output", help="write to a file instead of stdout")
+    rd.set_defaults(func=cmd_render)
+    ck = sub.add_parser("check", help="guards + compile-only for each target (no GPU needed)")
+    ck.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    ck.add_argument("--arch", help=f"targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or {CHECK_TARGETS})")
+    ck.add_argument("--all", action="store_true", help="compile every page size, not one per layout")
+    ck.add_argument("--jobs", type=int, help="parallel nvcc jobs")
+    ck.set_defaults(func=cmd_check)
+    bd = sub.add_parser("build", help="compile every variant of specs into the kernel cache")
+    bd.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    bd.add_argument("--arch", help="targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or the local GPU)")
+    bd.add_argument("--jobs", type=int, help="parallel nvcc jobs")
+    bd.add_argument("--cache-dir", help="kernel cache (default: $KERNELGEN_CACHE_DIR or ~/.cache/kernelgen)")
+    bd.set_defaults(func=cmd_build)
+    gd = sub.add_parser("guards", help="the guard table")
+    gd.set_defaults(func=cmd_guards)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KernelgenError as exc:
+        lines = str(exc).splitlines() or [type(exc).__name__]
+        err.print(f"error: {lines[0]}", markup=False)
+        for line in lines[1:]:
+            err.print(f"  {line}", markup=False)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

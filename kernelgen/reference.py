@@ -1,0 +1,126 @@
+"""PyTorch reference of every variant (CPU or GPU), replaying the kernel's arithmetic order.
+
+Reductions follow the kernel's thread mapping (per-thread partial sums in register order, then
+a butterfly over lanes) and every step is a separately rounded float32 op, so the reference
+reproduces the kernel's values bit for bit; the bf16 store is checked for exact equality."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import codec
+from .launch import geometry, resolve
+from .layout import Layout, layout_of, write_fields
+from .render import hadamard_scale
+from .variant import Variant
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _lane_sum(v: Variant, t: torch.Tensor) -> torch.Tensor:
+    """Row sums [N, 1] in the kernel's order: per lane over (chunk, element), then lane butterfly."""
+    import torch
+
+    g = geometry(v)
+    n = t.shape[0]
+    per_lane = t.reshape(n, g.chunks, g.threads_per_token, g.vec).permute(0, 2, 1, 3).reshape(n, g.threads_per_token, -1)
+    acc = torch.zeros_like(per_lane[:, :, 0])
+    for j in range(per_lane.shape[-1]):
+        acc = acc + per_lane[:, :, j]
+    lanes = torch.arange(g.threads_per_token, device=t.device)
+    m = 1
+    while m < g.threads_per_token:
+        acc = acc + acc[:, lanes ^ m]
+        m *= 2
+    return acc[:, :1]
+
+
+def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+          eps: float) -> torch.Tensor:
+    import torch
+
+    if v.norm == "none":
+        return y
+    d = torch.tensor(float(v.head_dim), dtype=torch.float32, device=y.device)
+    if v.norm == "layer":
+        y = y - _lane_sum(v, y) / d
+    eps32 = torch.tensor(eps, dtype=torch.float32, device=y.device)
+    inv = 1.0 / torch.sqrt(_lane_sum(v, y * y) / d + eps32)
+    assert weight is not None
+    y = (y * inv) * weight.to(torch.float32)
+    if v.norm_bias:
+        assert bias is not None
+        y = y + bias.to(torch.float32)
+    return y
+
+
+def _rope(v: Variant, y: torch.Tensor, freqs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    if not v.rope_dim:
+        return y
+    f = freqs[positions.long()]
+    cos, sin = f[:, 0::2], f[:, 1::2]
+    b, r = v.rope_begin, v.rope_dim
+    y = y.clone()
+    if v.rope_style == "interleaved":
+        a, c = y[:, b:b + r:2].clone(), y[:, b + 1:b + r:2].clone()
+        y[:, b:b + r:2] = a * cos - c * sin
+        y[:, b + 1:b + r:2] = a * sin + c * cos
+    else:
+        h = r // 2
+        lo, hi = y[:, b:b + h].clone(), y[:, b + h:b + r].clone()
+        y[:, b:b + h] = lo * cos - hi * sin
+        y[:, b + h:b + r] = hi * cos + lo * sin
+    return y
+
+
+def _hadamard(v: Variant, y: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    if not v.hadamard:
+        return y
+    n, d = y.shape
+    m = 1
+    while m < d:
+        pairs = y.reshape(n, d // (2 * m), 2, m)
+        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
+        y = torch.stack([a + b, a - b], dim=2).reshape(n, d)
+        m *= 2
+    return y * torch.tensor(hadamard_scale(d), dtype=torch.float32, device=y.device)
+
+
+def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
+         positions: torch.Tensor | None, eps: float = 1e-6, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """norm -> RoPE -> Hadamard in float32: [N, D], before quantization."""
+    import torch
+
+    v = resolve(v)
+    y = x.to(torch.float32)
+    y = _norm(v, y, weight, bias, eps)
+    if v.rope_dim:
+        assert freqs is not None and positions is not None
+        safe = positions.long().clamp(0, freqs.shape[0] - 1)
+        y = _rope(v, y, freqs, safe)
+    return _hadamard(v, y)
+
+
+def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, num_slots: int,
+                 max_pos: int) -> torch.Tensor:
+    """Which rows the kernel writes: a valid slot, and (with RoPE) a position inside freqs."""
+    keep = (out_loc >= 0) & (out_loc < num_slots)
+    if v.rope_dim and positions is not None:
+        keep &= (positions >= 0) & (positions < max_pos)
+    return keep
+
+
+def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
+          positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
+          bias: torch.Tensor | None = None) -> None:
+    """What the kernel does, into kvcache in place."""
+    import torch
+
+    layout: Layout = layout_of(v)
+    y = rows(v, x, weight, freqs, positions, eps, bias)
+    fields = codec.encode(layout, y, v.round_through_bf16)
+    max_pos = freqs.shape[0] if freqs is not None else 0
+    keep = written_rows(v, out_loc, positions, kvcache.shape[0] * v.page_size, max_pos)
+    write_fields(layout, kvcache, torch.where(keep, out_loc.long(), -1), fields)

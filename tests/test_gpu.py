@@ -1,0 +1,136 @@
+"""GPU tier: every shipped variant against the reference on real hardware, streams, graphs, guards at runtime."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernelgen import guards, reference, resources, toolchain
+from kernelgen.build import build
+from kernelgen.op import Op
+from kernelgen.spec import load_spec
+from kernelgen.variant import AXES, Variant
+from kernelgen.verify import make_inputs, verify
+
+pytestmark = pytest.mark.gpu
+
+SHIPPED = [v for p in resources.shipped_specs() for v in load_spec(p).variants]
+
+
+@pytest.fixture(scope="module")
+def shipped_ops(session_cache: Path) -> dict[str, Op]:
+    archs = toolchain.resolve_archs(None)
+    artifacts = build(SHIPPED, toolchain.detect(), archs, session_cache)
+    return {a.variant.name: Op(a) for a in artifacts}
+
+
+@pytest.mark.parametrize("num_tokens", [1, 37, 4096])
+@pytest.mark.parametrize("name", [v.name for v in SHIPPED])
+def test_shipped_variant_matches_reference(shipped_ops: dict[str, Op], name: str, num_tokens: int) -> None:
+    op = shipped_ops[name]
+    report = verify(op.variant, op, num_tokens, 4, "cuda", seed=num_tokens)
+    assert report.ok, report.as_dict()
+    assert report.bf16_mismatches == 0 and report.outside_changed == 0
+
+
+def test_runs_on_torch_current_stream(shipped_ops: dict[str, Op]) -> None:
+    import torch
+
+    op = shipped_ops["dsv4_indexer_bf16_p64"]
+    inputs = make_inputs(op.variant, 2048, 64, "cuda", seed=7)
+    want = inputs["kvcache"].clone()
+    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                    inputs["out_loc"], want)
+    x_ready = inputs["x"]
+    x = torch.full_like(x_ready, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # if the kernel ran on another stream it would read x before the copy
+        x.copy_(x_ready)
+        op(x, inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
+def test_cuda_graph_capture_and_replay(shipped_ops: dict[str, Op]) -> None:
+    import torch
+
+    op = shipped_ops["dsv4_indexer_fp8_p64"]
+    inputs = make_inputs(op.variant, 512, 16, "cuda", seed=11)
+    poison = inputs["kvcache"].clone()
+    want = poison.clone()
+    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                    inputs["out_loc"], want)
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], poison), "capture must record the launch, not run it"
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
+def test_wrong_pool_raises_and_writes_nothing(shipped_ops: dict[str, Op]) -> None:
+    import torch
+
+    op = shipped_ops["dsv4_indexer_fp8_p64"]
+    inputs = make_inputs(op.variant, 64, 4, "cuda", seed=3)
+    bf16_pool = torch.full((4, 16384), 0xAB, dtype=torch.uint8, device="cuda")
+    with pytest.raises(Exception, match="kvcache rows are 16384 bytes but dsv4_indexer_fp8_p64 writes 8448-byte pages"):
+        op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], bf16_pool)
+    with pytest.raises(Exception, match="16384"):  # the exported symbol checks too, without the Python layer
+        op.launch(inputs["x"], inputs["weight"], None, inputs["freqs"], inputs["positions"], inputs["out_loc"],
+                  bf16_pool, 1e-6)
+    torch.cuda.synchronize()
+    assert bool((bf16_pool == 0xAB).all())
+
+
+def test_int32_indices_and_strided_rows(shipped_ops: dict[str, Op]) -> None:
+    import torch
+
+    op = shipped_ops["dsv4_indexer_fp4_p64"]
+    inputs = make_inputs(op.variant, 300, 16, "cuda", seed=5)
+    want = inputs["kvcache"].clone()
+    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                    inputs["out_loc"], want)
+    wide = torch.randn(300, 3 * 128, device="cuda").to(torch.bfloat16)
+    wide[:, 128:256] = inputs["x"]
+    op(wide[:, 128:256], inputs["weight"], inputs["freqs"], inputs["positions"].int(), inputs["out_loc"].int(),
+       inputs["kvcache"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
+def _random_variant(rng: random.Random, i: int) -> Variant:
+    """A random point of the spec space that passes every guard."""
+    while True:
+        settings = {axis: rng.choice(choices) for axis, (_, choices) in AXES.items() if choices}
+        settings.update(
+            head_dim=rng.choice([64, 128, 192, 256, 320, 512, 1024]),
+            rope_dim=rng.choice([0, 32, 64, 128]),
+            norm_bias=rng.random() < 0.5, hadamard=rng.random() < 0.5,
+            page_size=rng.choice([1, 2, 8, 64, 128]), round_through_bf16=rng.random() < 0.3,
+        )
+        v = Variant(name=f"prop_{i}", **settings)
+        if rng.random() < 0.3:  # sometimes a non-default launch
+            v = replace(v, launch=replace(v.launch, tokens_per_block=rng.choice([2, 4, 8, 16, 32])))
+        if not guards.violations(v):
+            return v
+
+
+def test_random_variants_match_reference(session_cache: Path) -> None:
+    rng = random.Random(2026)
+    variants = [_random_variant(rng, i) for i in range(24)]
+    artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None), session_cache)
+    failures = []
+    for i, a in enumerate(artifacts):
+        op = Op(a)
+        report = verify(op.variant, op, 777, 4, "cuda", seed=i)
+        if not report.ok:
+            failures.append((a.variant, report.as_dict()))
+    assert not failures, failures

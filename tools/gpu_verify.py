@@ -1,0 +1,78 @@
+"""Verify every shipped variant on the local GPU against the reference; print a table, write JSON.
+
+    python tools/gpu_verify.py [--tokens 4096] [--json out.json]
+
+Also times each variant once at a large token count (median of CUDA-event timings) so the
+report shows effective bandwidth next to correctness; `kernelgen bench` is the tool for speed."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from kernelgen import resources, toolchain
+from kernelgen.build import build
+from kernelgen.layout import layout_of
+from kernelgen.op import Op
+from kernelgen.spec import load_spec
+from kernelgen.verify import make_inputs, verify
+
+
+def time_op(op: Op, num_tokens: int) -> tuple[float, float]:
+    """Median microseconds per call and effective GB/s (input rows + written bytes)."""
+    inputs = make_inputs(op.variant, num_tokens, 1, "cuda", seed=1)
+    inputs["out_loc"] = torch.randperm(inputs["kvcache"].shape[0] * op.variant.page_size, device="cuda")[:num_tokens]
+    args = (inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+    for _ in range(3):
+        op(*args, bias=inputs["bias"])
+    times = []
+    for _ in range(20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        op(*args, bias=inputs["bias"])
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    us = statistics.median(times)
+    moved = num_tokens * (op.variant.head_dim * op.variant.elem_bytes + layout_of(op.variant).written_bytes_per_token + 16)
+    return us, moved / (us * 1e-6) / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--time-tokens", type=int, default=262144)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    variants = [v for p in resources.shipped_specs() for v in load_spec(p).variants]
+    t0 = time.monotonic()
+    artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None))
+    print(f"built {len(artifacts)} variants in {time.monotonic() - t0:.1f} s on {torch.cuda.get_device_name()}")
+    rows, ok = [], True
+    header = f"{'variant':34} {'rows':>5} {'skip':>4} {'bf16!=':>6} {'code!=':>6} {'far':>3} {'codes':>8} {'ulp':>3} {'outside':>7} {'relerr':>8} {'us':>8} {'GB/s':>6}"
+    print(header)
+    for seed, a in enumerate(artifacts):
+        op = Op(a)
+        reports = [verify(op.variant, op, n, 4, "cuda", seed=seed * 10 + i) for i, n in enumerate((args.tokens, 3))]
+        us, gbs = time_op(op, args.time_tokens)
+        merged = reports[0]
+        ok &= all(r.ok for r in reports)
+        rows.append({"reports": [r.as_dict() for r in reports], "time_us": us, "gbps": gbs,
+                     "time_tokens": args.time_tokens})
+        print(f"{merged.variant:34} {merged.written_rows:5d} {merged.skipped_rows:4d} {merged.bf16_mismatches:6d} "
+              f"{merged.code_mismatches:6d} {merged.code_far:3d} {merged.codes_total:8d} {merged.scale_max_ulp:3d} "
+              f"{merged.outside_changed:7d} {merged.rel_err:8.2e} {us:8.1f} {gbs:6.0f}"
+              + ("" if all(r.ok for r in reports) else "  FAIL"))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": torch.cuda.get_device_name(), "variants": rows}, fh, indent=1)
+    print("ALL OK" if ok else "FAILURES")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
