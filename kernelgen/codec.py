@@ -74,6 +74,13 @@ def e2m1_decode(codes: torch.Tensor) -> torch.Tensor:
     return torch.where((codes & 8) != 0, -mag, mag)
 
 
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """[N, B] bytes -> [N, 2B] codes: low nibble first (even dim), then high nibble."""
+    import torch
+
+    return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], 2 * packed.shape[1])
+
+
 def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float) -> torch.Tensor:
     """Per-group power-of-two exponent: ceil(log2(max(amax, 1e-4) / qmax)), shape [N, D/group]."""
     import torch
@@ -134,8 +141,7 @@ def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Ten
         scale = fields["scale"].contiguous().view(torch.float32)
         return e4m3_decode(fields["values"]) * scale
     if layout.store == "fp4_e2m1":
-        packed = fields["values"]
-        codes = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
+        codes = unpack_nibbles(fields["values"])
         scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FP4_GROUP, dim=-1)
         return e2m1_decode(codes) * scale
     scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FLASHMLA_GROUP, dim=-1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import reference
+from . import codec, reference
 from .launch import resolve
 from .layout import Layout, layout_of, read_fields
 from .variant import Variant
@@ -87,12 +87,6 @@ def _code_rank(codes: torch.Tensor, encoding: str) -> torch.Tensor:
     return torch.where(neg, -mag, mag)
 
 
-def _nibbles(packed: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1)
-
-
 def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Tensor, inputs: dict[str, Any]) -> Report:
     import torch
 
@@ -111,7 +105,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
             bf16_bad += int((a != b).sum())
         elif f.encoding in ("e4m3", "e2m1x2"):
             if f.encoding == "e2m1x2":
-                a, b = _nibbles(a), _nibbles(b)
+                a, b = codec.unpack_nibbles(a), codec.unpack_nibbles(b)
             ra, rb = _code_rank(a, "e4m3" if f.encoding == "e4m3" else "e2m1"), _code_rank(b, f.encoding[:4])
             diff = (ra - rb).abs()
             code_bad += int((a != b).sum())
