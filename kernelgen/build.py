@@ -175,6 +175,8 @@ def _publish(sub: Path, a: Artifact, archs: tuple[str, ...], toolchain: Toolchai
     if a.directory.exists():  # a stale, incomplete directory from a crashed builder
         shutil.rmtree(a.directory)
     os.rename(sub, a.directory)
+    with open(a.directory.parent / "builds.log", "a") as log:  # an audit trail: one line per compile
+        log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {a.directory.name} pid={os.getpid()}\n")
 
 
 def _failure_text(failures: list[tuple[Variant, str]]) -> str:

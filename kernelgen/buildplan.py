@@ -49,7 +49,7 @@ def _escape(path: str) -> str:
 def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool) -> str:
     """build.ninja for units: compile each (+ link into a .so when link). Each nvcc writes its
     diagnostics to <output>.log so failures can be reported per unit."""
-    includes = " ".join(f"-I{_escape(d)}" for d in (include_dir, *toolchain.include_dirs))
+    includes = " ".join(f"-I{_escape(d)}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs)))
     lines = [
         "ninja_required_version = 1.3",
         f"nvcc = {_escape(toolchain.nvcc)}",

@@ -81,7 +81,7 @@ def _dedupe_page_sizes(variants: list[Variant]) -> tuple[list[Variant], int]:
     kept = []
     for v in variants:
         key = replace(v, name="", page_size=0)
-        if key not in seen:
+        if violations(v) or key not in seen:  # forbidden variants cost no compile: always report them
             seen.add(key)
             kept.append(v)
     return kept, len(variants) - len(kept)

@@ -34,8 +34,14 @@ class Spec:
 
 
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+    """A suggestion for a typo; also matches the leading part of a name ('fp6' -> fp8_e4m3)."""
+    def score(choice: str) -> float:
+        whole = difflib.SequenceMatcher(None, str(word), choice).ratio()
+        head = difflib.SequenceMatcher(None, str(word), choice.split("_")[0]).ratio()
+        return max(whole, head)
+
+    best = max((str(c) for c in choices), key=score, default=None)
+    return f" (did you mean {best}?)" if best is not None and score(best) >= 0.6 else ""
 
 
 def _fail(src: Located, path: tuple[Any, ...], msg: str, at_key: bool = False) -> SpecError:

@@ -1,0 +1,107 @@
+"""Build tier (nvcc, no GPU): JIT build lifecycle, cache hits, locking, failures, load + checked call."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelgen import build as build_mod
+from kernelgen import toolchain
+from kernelgen.build import build, kernels_dir
+from kernelgen.cli import main
+from kernelgen.errors import BuildError, LayoutMismatch
+from kernelgen.op import Op, load
+from kernelgen.spec import load_spec
+
+pytestmark = pytest.mark.build
+
+ARCH = ("sm_90a",)
+NAME = "dsv4_indexer_fp8_p64"
+
+
+def variant(name: str = NAME):
+    return load_spec("dsv4_indexer").variant(name)
+
+
+def test_build_publishes_once_then_hits_the_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [a] = build([variant()], toolchain.detect(), ARCH, cache_dir)
+    assert a.library.is_file() and a.source.is_file() and (a.directory / "manifest.json").is_file()
+    assert a.directory.parent == kernels_dir(cache_dir)
+    assert not list(kernels_dir(cache_dir).glob(".staging-*"))
+
+    def no_ninja(*args: object) -> None:
+        raise AssertionError("a cached variant must not be rebuilt")
+
+    monkeypatch.setattr(build_mod, "run_ninja", no_ninja)
+    [again] = build([variant()], toolchain.detect(), ARCH, cache_dir)
+    assert again.directory == a.directory
+
+
+def test_loaded_op_checks_tensors_before_launch(cache_dir: Path) -> None:
+    op = load("dsv4_indexer", NAME, arch="sm_90a")
+    assert op.layout.page_bytes == 8448 and str(op.artifact.directory).startswith(str(cache_dir))
+    x, w = torch.randn(4, 128).bfloat16(), torch.randn(128)
+    freqs, pos, loc = torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4)
+    pool = torch.full((2, 16384), 7, dtype=torch.uint8)
+    with pytest.raises(LayoutMismatch, match="kvcache rows are 16384 bytes but dsv4_indexer_fp8_p64 writes 8448-byte "
+                                             r"pages \(132 B/token x 64\)"):
+        op(x, w, freqs, pos, loc, pool)
+    with pytest.raises(LayoutMismatch, match="x must be bfloat16 \\[N, 128\\], got float32"):
+        op(x.float(), w, freqs, pos, loc, op.layout.allocate(2))
+    with pytest.raises(LayoutMismatch, match="out_loc must be int32/int64 \\[4\\]"):
+        op(x, w, freqs, pos, loc[:3], op.layout.allocate(2))
+    with pytest.raises(LayoutMismatch, match="must be on a CUDA device"):
+        op(x, w, freqs, pos, loc, op.layout.allocate(2))
+    assert bool((pool == 7).all())
+
+
+def test_exported_symbol_guards_itself(cache_dir: Path) -> None:
+    """A serving framework calling the .so directly still gets a clean error, not a wild write."""
+    op = load("dsv4_indexer", NAME, arch="sm_90a")
+    x, w = torch.randn(4, 128).bfloat16(), torch.randn(128)
+    args = (x, w, torch.empty(0), torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4))
+    with pytest.raises(Exception, match="x must be a CUDA tensor"):
+        op.function(*args, op.layout.allocate(2), 1e-6)
+
+
+def test_failed_compile_reports_nvcc_and_publishes_nothing(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = build_mod.render_variant
+    monkeypatch.setattr(build_mod, "render_variant", lambda v: real(v) + "\n#error kernelgen test breakage\n")
+    with pytest.raises(BuildError) as info:
+        build([variant()], toolchain.detect(), ARCH, cache_dir)
+    assert "dsv4_indexer_fp8_p64" in str(info.value) and "kernelgen test breakage" in str(info.value)
+    root = kernels_dir(cache_dir)
+    assert not [p for p in root.iterdir() if p.name.startswith(NAME)]
+    assert not list(root.glob(".staging-*"))
+
+
+def test_two_processes_build_one_key_once(cache_dir: Path) -> None:
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from kernelgen import toolchain
+        from kernelgen.build import build
+        from kernelgen.spec import load_spec
+        v = load_spec("dsv4_indexer").variant("dsv4_indexer_bf16_p1")
+        [a] = build([v], toolchain.detect(), ("sm_90a",), Path({str(cache_dir)!r}))
+        print(a.library)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs) and outs[0] == outs[1]
+    log = (kernels_dir(cache_dir) / "builds.log").read_text().splitlines()
+    assert len([line for line in log if "dsv4_indexer_bf16_p1-" in line]) == 1
+
+
+def test_check_command_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "mini.yaml"
+    spec.write_text("family: fused_norm_rope_store\nname: mini\nvariants:\n"
+                    "  - {name: ok_one, head_dim: 64, store: bf16}\n"
+                    "  - {name: bad_one, head_dim: 64, page_size: 3}\n")
+    assert main(["check", str(spec), "--arch", "sm_90a"]) == 1
+    captured = capsys.readouterr()
+    assert "ok_one" in captured.out and "1/2 compiled" in captured.out
+    assert "bad_one [sm_90a]" in captured.err and "page_size must be a power of two" in captured.err

@@ -1,0 +1,99 @@
+"""Pure tier: byte layouts match ../shared/LAYOUTS.md; quantizers follow its rounding rules."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelgen import codec
+from kernelgen.errors import LayoutMismatch
+from kernelgen.layout import layout_of, read_fields, write_fields
+from kernelgen.variant import Variant
+
+pytestmark = pytest.mark.pure
+
+
+def indexer(store: str, page_size: int = 64) -> Variant:
+    return Variant(f"idx_{store}_p{page_size}", head_dim=128, hadamard=True, store=store, page_size=page_size)
+
+
+def mainkv(store: str, page_size: int) -> Variant:
+    return Variant(f"kv_{store}_p{page_size}", head_dim=512, store=store, page_size=page_size)
+
+
+@pytest.mark.parametrize("variant, bytes_per_token, page_bytes", [
+    (indexer("fp8_e4m3", 64), 132, 8448),
+    (indexer("bf16", 64), 256, 16384),
+    (indexer("fp4_e2m1", 64), 68, 4352),
+    (indexer("fp8_e4m3", 1), 132, 132),
+    (mainkv("fp8_flashmla", 1), 584, 1152),
+    (mainkv("fp8_flashmla", 64), 584, 37440),  # ceil(584*64/576)*576
+    (mainkv("bf16", 1), 1024, 1024),
+])
+def test_sizes_match_layouts_md(variant: Variant, bytes_per_token: int, page_bytes: int) -> None:
+    layout = layout_of(variant)
+    assert (layout.bytes_per_token, layout.page_bytes) == (bytes_per_token, page_bytes)
+    assert layout.allocate(3).shape == (3, page_bytes)
+
+
+def test_field_offsets_match_layouts_md() -> None:
+    fp8 = layout_of(indexer("fp8_e4m3", 64))
+    assert fp8.field("values").offset(5) == 5 * 128
+    assert fp8.field("scale").offset(5) == 128 * 64 + 5 * 4
+    fp4 = layout_of(indexer("fp4_e2m1", 16))
+    assert fp4.field("scales").offset(3) == 64 * 16 + 3 * 4
+    mla = layout_of(mainkv("fp8_flashmla", 64))
+    assert (mla.field("nope").offset(2), mla.field("rope").offset(2)) == (2 * 576, 2 * 576 + 448)
+    assert mla.field("scales").offset(2) == 576 * 64 + 2 * 8 and mla.field("scales").size == 7
+
+
+def test_pool_of_other_layout_fails_naming_both_numbers() -> None:
+    fp8 = layout_of(indexer("fp8_e4m3", 64))
+    with pytest.raises(LayoutMismatch) as info:
+        fp8.check_cache((10, 16384), "uint8", 16384)
+    assert str(info.value).startswith(
+        "kvcache rows are 16384 bytes but idx_fp8_e4m3_p64 writes 8448-byte pages (132 B/token x 64)")
+    with pytest.raises(LayoutMismatch, match="2-D uint8"):
+        fp8.check_cache((10, 8448), "bfloat16", 8448)
+
+
+def test_byte_map_covers_page_and_marks_padding() -> None:
+    mla = layout_of(mainkv("fp8_flashmla", 1))
+    spans = mla.byte_map()
+    assert spans[0][0] == 0 and spans[-1][1] == 1152
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert spans[-1][2] == "padding (never written)"
+
+
+def test_e2m1_thresholds_round_up_only_strictly_above() -> None:
+    q = torch.tensor([0.25, 0.2501, 0.75, 0.7501, 1.25, 1.75, 2.5, 3.5, 5.0, 5.01, 100.0, -0.75, -0.1])
+    codes = codec.e2m1_encode(q)
+    assert codec.e2m1_decode(codes).tolist() == [0.0, 0.5, 0.5, 1.0, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 6.0, -0.5, -0.0]
+    assert int(codes[-1]) == 8  # small negatives keep the sign bit
+
+
+def test_pow2_scales_are_exact_ceil_log2() -> None:
+    v = torch.tensor([1.0, 1.0000001, 0.5, 3.0, 2.0 ** -20, 0.75])
+    assert codec.ceil_log2(v).tolist() == [0, 1, -1, 2, -20, 0]
+
+
+def test_fp8_scale_is_raw_amax_over_448() -> None:
+    layout = layout_of(indexer("fp8_e4m3", 1))
+    y = torch.zeros(2, 128)
+    y[0, 3], y[1, 7] = -3.0, 1e-6
+    scale = codec.encode(layout, y)["scale"].view(torch.float32).flatten()
+    assert scale[0] == torch.tensor(3.0) / 448 and scale[1] == torch.tensor(1e-4) / 448
+
+
+@pytest.mark.parametrize("store, tol", [("bf16", 8e-3), ("fp8_e4m3", 0.07), ("fp4_e2m1", 0.3), ("fp8_flashmla", 0.07)])
+def test_encode_write_read_decode_round_trip(store: str, tol: float) -> None:
+    v = mainkv(store, 4) if store == "fp8_flashmla" else indexer(store, 4)
+    layout = layout_of(v)
+    y = torch.randn(9, v.head_dim) * 5
+    loc = torch.tensor([0, 5, 2, 9, 11, 3, -1, 7, 1])
+    cache = torch.randint(0, 256, (3, layout.page_bytes), dtype=torch.uint8)
+    write_fields(layout, cache, loc, codec.encode(layout, y))
+    back = layout.decode(cache, loc)
+    assert torch.isnan(back[6]).all()
+    keep = loc >= 0
+    assert float((back[keep] - y[keep]).norm() / y[keep].norm()) < tol
+    assert set(read_fields(layout, cache, loc)) == {f.name for f in layout.fields}

@@ -1,0 +1,98 @@
+"""Pure tier: spec parsing, naming, and one-line errors that point at file:line:col."""
+from __future__ import annotations
+
+import pytest
+
+from kernelgen import resources
+from kernelgen.cli import main
+from kernelgen.errors import SpecError
+from kernelgen.spec import load_spec, parse_spec
+
+pytestmark = pytest.mark.pure
+
+BASE = "family: fused_norm_rope_store\nname: t\n"
+
+
+def parse(body: str):
+    return parse_spec(BASE + body, "s.yaml")
+
+
+def error_of(body: str) -> str:
+    with pytest.raises(SpecError) as info:
+        parse(body)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_shipped_specs_parse_with_expected_variants() -> None:
+    names = {p.stem: [v.name for v in load_spec(p).variants] for p in resources.shipped_specs()}
+    assert set(names) >= {"dsv4_indexer", "dsv4_mainkv", "dsv32_indexer", "example"}
+    assert "dsv4_indexer_bf16_p64" in names["dsv4_indexer"]
+    assert {"dsv4_indexer_fp8_p1", "dsv4_indexer_fp4_p256"} <= set(names["dsv4_indexer"])
+    assert "dsv4_mainkv_fp8mla_p64" in names["dsv4_mainkv"]
+
+
+def test_shipped_spec_by_name_and_by_path() -> None:
+    assert load_spec("dsv4_indexer").variants == load_spec("specs/dsv4_indexer.yaml").variants
+
+
+def test_matrix_defaults_overrides_and_listed_variants() -> None:
+    spec = parse(
+        "defaults: {head_dim: 256, hadamard: true}\n"
+        "matrix:\n  store: [fp8_e4m3, bf16]\n  page_size: [1, 64]\n"
+        "overrides:\n  t_bf16_p64: {launch: {tokens_per_block: 16}}\n"
+        "variants:\n  - {name: extra, store: fp4_e2m1, head_dim: 128}\n"
+    )
+    assert [v.name for v in spec.variants] == ["t_fp8_p1", "t_fp8_p64", "t_bf16_p1", "t_bf16_p64", "extra"]
+    by = {v.name: v for v in spec.variants}
+    assert by["t_fp8_p1"].head_dim == 256 and by["t_fp8_p1"].hadamard
+    assert by["t_bf16_p64"].launch.tokens_per_block == 16 and by["t_bf16_p1"].launch.tokens_per_block == 0
+    assert by["extra"].head_dim == 128 and by["extra"].hadamard  # listed variants start from defaults
+    assert by["t_fp8_p64"].origin.startswith("s.yaml:")
+
+
+def test_variants_are_frozen() -> None:
+    v = parse("variants: [{name: a}]").variants[0]
+    with pytest.raises(AttributeError):
+        v.head_dim = 64  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("stores: 1\n", "s.yaml:3:1: unknown top-level key 'stores'"),
+    ("variants:\n  - {name: a, store: fp6}\n", "s.yaml:4:22: store 'fp6' is not one of fp8_e4m3, bf16, fp4_e2m1, "
+     "fp8_flashmla (did you mean fp8_e4m3?)"),
+    ("variants:\n  - {name: a, head_dim: big}\n", "s.yaml:4:25: head_dim must be an integer, got 'big'"),
+    ("variants:\n  - {name: a, hadamard: 1}\n", "s.yaml:4:25: hadamard must be true or false, got 1"),
+    ("variants:\n  - {name: a, page_sise: 64}\n", "s.yaml:4:15: unknown variant key 'page_sise' (did you mean page_size?)"),
+    ("variants:\n  - {name: a}\n  - {name: a}\n", "s.yaml:5:5: duplicate variant name 'a' (first defined at s.yaml:4:5)"),
+    ("defaults: {norm: rms, norm: layer}\n", "s.yaml:3:23: duplicate key 'norm' (first given at line 3)"),
+    ("variants: [{name: a}\n", "s.yaml:4:1: YAML syntax error"),
+    ("matrix: {store: [bf16]}\noverrides: {t_bf16x: {page_size: 8}}\n",
+     "s.yaml:4:13: override for unknown matrix variant 't_bf16x' (did you mean t_bf16?)"),
+    ("variants:\n  - {name: a, launch: {vec: 0}}\n", "s.yaml:4:29: launch.vec must be a positive integer, got 0"),
+    ("matrix: {store: []}\n", "s.yaml:3:17: matrix.store must be a non-empty list"),
+    ("variants:\n  - {name: 9a}\n", "must be a C identifier"),
+    ("", "s.yaml:1:1: spec defines no variants"),
+])
+def test_spec_errors_name_place_and_fix(body: str, expected: str) -> None:
+    assert expected in error_of(body)
+
+
+def test_wrong_family_is_reported() -> None:
+    with pytest.raises(SpecError, match=r"s.yaml:1:9: family must be 'fused_norm_rope_store'"):
+        parse_spec("family: other\nname: t\nvariants: [{name: a}]\n", "s.yaml")
+
+
+def test_cli_prints_one_line_and_exits_nonzero(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BASE + "variants:\n  - {name: a, store: fp6}\n")
+    assert main(["list", str(bad)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert err.startswith(f"error: {bad}:4:22: store 'fp6' is not one of")
+
+
+def test_cli_missing_spec_lists_shipped(capsys) -> None:
+    assert main(["list", "no_such_spec"]) == 1
+    assert "shipped specs: " in capsys.readouterr().err
