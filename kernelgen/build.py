@@ -195,6 +195,23 @@ class CheckResult:
     seconds: float = 0.0
 
 
+def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
+    """Variants equal up to name and page_size are represented by the first (page_size changes only
+    constants); forbidden variants are always kept since they cost no compile. Returns (kept, dropped)."""
+    from dataclasses import replace
+
+    from .guards import violations
+
+    seen: set[Variant] = set()
+    kept = []
+    for v in variants:
+        key = replace(v, name="", page_size=0)
+        if violations(v) or key not in seen:
+            seen.add(key)
+            kept.append(v)
+    return kept, len(variants) - len(kept)
+
+
 def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
                  jobs: int | None = None, check: bool = True) -> list[CheckResult]:
     """Compile each variant for each arch into a throwaway dir; failures are results, not exceptions.

@@ -73,29 +73,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dedupe_page_sizes(variants: list[Variant]) -> tuple[list[Variant], int]:
-    """One page size per layout: variants equal up to page_size are represented by the first."""
-    from dataclasses import replace
-
-    seen: set[Variant] = set()
-    kept = []
-    for v in variants:
-        key = replace(v, name="", page_size=0)
-        if violations(v) or key not in seen:  # forbidden variants cost no compile: always report them
-            seen.add(key)
-            kept.append(v)
-    return kept, len(variants) - len(kept)
-
-
 def cmd_check(args: argparse.Namespace) -> int:
-    from .build import compile_only
+    from .build import compile_only, one_per_layout
 
     archs = tc.parse_arch_list(args.arch) if args.arch else tc.resolve_archs(None) if _env_arch() else \
         tc.parse_arch_list(CHECK_TARGETS)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     skipped = 0
     if not args.all:
-        variants, skipped = _dedupe_page_sizes(variants)
+        variants, skipped = one_per_layout(variants)
     start = time.monotonic()
     results = compile_only(variants, tc.detect(), archs, args.jobs)
     table = Table(title=f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", title_justify="left")

@@ -1,0 +1,28 @@
+"""Build tier: every shipped layout compiles for Hopper and both Blackwell targets (compile-only, no GPU)."""
+from __future__ import annotations
+
+import pytest
+
+from kernelgen import resources, toolchain
+from kernelgen.build import compile_only, one_per_layout
+from kernelgen.spec import load_spec
+
+pytestmark = pytest.mark.build
+
+TARGETS = ("sm_90a", "sm_100a", "sm_120a")
+
+
+def test_shipped_variants_compile_for_all_targets() -> None:
+    variants = [v for p in resources.shipped_specs() for v in load_spec(p).variants]
+    kept, _ = one_per_layout(variants)
+    results = compile_only(kept, toolchain.detect(), TARGETS)
+    failed = [(r.variant, r.arch, r.message) for r in results if not r.ok]
+    assert not failed, failed
+    assert len(results) == len(kept) * len(TARGETS)
+
+
+@pytest.mark.pure
+def test_one_per_layout_keeps_each_layout_once() -> None:
+    variants = list(load_spec("dsv4_indexer").variants)
+    kept, dropped = one_per_layout(variants)
+    assert [v.store for v in kept] == ["fp8_e4m3", "bf16", "fp4_e2m1"] and dropped == len(variants) - 3
