@@ -4,6 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,15 @@ def shipped_ops(session_cache: Path) -> dict[str, Op]:
     return {a.variant.name: Op(a) for a in artifacts}
 
 
+def inputs_and_expected(op: Op, num_tokens: int, seed: int) -> tuple[dict, Any]:
+    """Random inputs on the GPU and the cache the reference writes from them."""
+    inputs = make_inputs(op.variant, num_tokens, 16, "cuda", seed=seed)
+    want = inputs["kvcache"].clone()
+    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                    inputs["out_loc"], want)
+    return inputs, want
+
+
 @pytest.mark.parametrize("num_tokens", [1, 37, 4096])
 @pytest.mark.parametrize("name", [v.name for v in SHIPPED])
 def test_shipped_variant_matches_reference(shipped_ops: dict[str, Op], name: str, num_tokens: int) -> None:
@@ -39,10 +49,7 @@ def test_runs_on_torch_current_stream(shipped_ops: dict[str, Op]) -> None:
     import torch
 
     op = shipped_ops["dsv4_indexer_bf16_p64"]
-    inputs = make_inputs(op.variant, 2048, 64, "cuda", seed=7)
-    want = inputs["kvcache"].clone()
-    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
-                    inputs["out_loc"], want)
+    inputs, want = inputs_and_expected(op, 2048, seed=7)
     x_ready = inputs["x"]
     x = torch.full_like(x_ready, float("nan"))
     side = torch.cuda.Stream()
@@ -59,11 +66,8 @@ def test_cuda_graph_capture_and_replay(shipped_ops: dict[str, Op]) -> None:
     import torch
 
     op = shipped_ops["dsv4_indexer_fp8_p64"]
-    inputs = make_inputs(op.variant, 512, 16, "cuda", seed=11)
+    inputs, want = inputs_and_expected(op, 512, seed=11)
     poison = inputs["kvcache"].clone()
-    want = poison.clone()
-    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
-                    inputs["out_loc"], want)
     graph = torch.cuda.CUDAGraph()
     torch.cuda.synchronize()
     with torch.cuda.graph(graph):
@@ -94,10 +98,7 @@ def test_int32_indices_and_strided_rows(shipped_ops: dict[str, Op]) -> None:
     import torch
 
     op = shipped_ops["dsv4_indexer_fp4_p64"]
-    inputs = make_inputs(op.variant, 300, 16, "cuda", seed=5)
-    want = inputs["kvcache"].clone()
-    reference.store(op.variant, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
-                    inputs["out_loc"], want)
+    inputs, want = inputs_and_expected(op, 300, seed=5)
     wide = torch.randn(300, 3 * 128, device="cuda").to(torch.bfloat16)
     wide[:, 128:256] = inputs["x"]
     op(wide[:, 128:256], inputs["weight"], inputs["freqs"], inputs["positions"].int(), inputs["out_loc"].int(),

@@ -356,18 +356,17 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
   using G = Geometry<Cfg>;
   const int64_t token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
   if (token >= p.num_tokens) return;
-  // A token's lanes all take the same exits, so the shuffles below see whole groups.
+  // Issue the index loads and the row load together, before any test: one memory latency
+  // per token instead of three. Padding rows load x for nothing, which costs little.
   const int64_t loc = load_index(p.out_loc, p.out_loc_i64, token);
-  if (loc < 0 || loc >= p.num_slots) return;  // padding rows (and slots outside the pool) are skipped
-  int64_t pos = 0;
-  if constexpr (Cfg::kRopeDim > 0) {
-    pos = load_index(p.positions, p.positions_i64, token);
-    if (pos < 0 || pos >= p.max_pos) return;
-  }
+  const int64_t pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
   Row<Cfg> r;
   r.lane = threadIdx.x % G::kT;
   r.mask = G::kT == 32 ? 0xffffffffu : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   load_row(r, static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride);
+  // A token's lanes all take the same exits, so the shuffles below see whole groups.
+  if (loc < 0 || loc >= p.num_slots) return;  // padding rows (and slots outside the pool) are skipped
+  if (Cfg::kRopeDim > 0 && (pos < 0 || pos >= p.max_pos)) return;
   normalize(r, p);
   rotate(r, p.freqs + pos * Cfg::kRopeDim);
   hadamard(r);
