@@ -33,7 +33,27 @@ def _status(v: Variant) -> str:
     return "ok" if not broken else f"[red]violates {broken[0].id}[/red]"
 
 
+def layout_record(v: Variant) -> dict[str, object]:
+    """The machine-readable layout of one variant (what a pool allocator needs)."""
+    lay, lo = layout_of(v), resolve(v).launch
+    return {
+        "variant": v.name, "spec": v.spec_name, "store": lay.store, "head_dim": lay.head_dim,
+        "page_size": lay.page_size, "bytes_per_token": lay.bytes_per_token, "page_bytes": lay.page_bytes,
+        "fields": [{"name": f.name, "encoding": f.encoding, "base": f.base, "stride": f.stride, "size": f.size,
+                    "what": f.what} for f in lay.fields],
+        "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
+        "launch": {"threads_per_token": lo.threads_per_token, "tokens_per_block": lo.tokens_per_block, "vec": lo.vec},
+        "violates": [g.id for g in violations(v)],
+    }
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.json:
+        import json
+
+        records = [layout_record(v) for spec in _specs(args.specs) for v in spec.variants]
+        sys.stdout.write(json.dumps(records, indent=1) + "\n")
+        return 0
     for spec in _specs(args.specs):
         table = Table(title=f"{spec.path}: {len(spec.variants)} variants", title_justify="left")
         for col in ("variant", "D", "rope", "norm", "had", "in", "store", "P", "B/token", "page B", "launch (T,B,vec)", "guards"):
@@ -55,13 +75,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _print_layout(v: Variant) -> None:
     lay = layout_of(v)
-    out.print(f"\n[bold]{v.name}[/bold]: {lay.store}, {lay.bytes_per_token} B/token, page_size {lay.page_size}, "
+    out.print(f"\n{v.name}: {lay.store}, {lay.bytes_per_token} B/token, page_size {lay.page_size}, "
               f"page {lay.page_bytes} B (cache = uint8 [num_pages, {lay.page_bytes}]); slot s -> page s // "
-              f"{lay.page_size}, off s % {lay.page_size}")
+              f"{lay.page_size}, off s % {lay.page_size}", markup=False)
     for f in lay.fields:
-        out.print(f"  {f.name:<7} token off at byte {f.base} + off*{f.stride}, {f.size} B: {f.what}")
+        out.print(f"  {f.name:<7} token off at byte {f.base} + off*{f.stride}, {f.size} B: {f.what}", markup=False)
     for start, end, text in lay.byte_map():
-        out.print(f"  [{start:>6}, {end:>6})  {text}")
+        out.print(f"  [{start:>6}, {end:>6})  {text}", markup=False)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -142,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="the variants specs expand to, with their layouts")
     ls.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
     ls.add_argument("--layouts", action="store_true", help="print each variant's page byte map")
+    ls.add_argument("--json", action="store_true", help="machine-readable variants and layouts")
     ls.set_defaults(func=cmd_list)
     rd = sub.add_parser("render", help="print the generated CUDA of one variant")
     rd.add_argument("spec")

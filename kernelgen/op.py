@@ -32,8 +32,50 @@ class InputChecker:
     """Every check the kernel relies on, done on tensor metadata before anything is launched."""
 
     def __init__(self, v: Variant, layout: Layout) -> None:
+        import torch
+
+        from .render import store_align
+
         self.v, self.layout = resolve(v), layout
         self.align = self.v.launch.vec * self.v.elem_bytes
+        self.cache_align = store_align(layout)
+        self.x_dtype = getattr(torch, _TORCH_DTYPES[self.v.input_dtype])
+        self.w_dtype = getattr(torch, _TORCH_DTYPES[self.v.weight_dtype])
+        self.index_dtypes = (torch.int32, torch.int64)
+        self.u8, self.f32 = torch.uint8, torch.float32
+
+    def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
+        """Raise LayoutMismatch naming the first problem; the common all-good case takes the fast path."""
+        try:
+            if self.fast_ok(x, weight, bias, freqs, positions, out_loc, kvcache):
+                return
+        except (AttributeError, TypeError, IndexError):  # not tensors: the explanation says which
+            pass
+        self.explain(x, weight, bias, freqs, positions, out_loc, kvcache)
+        raise self.fail("inputs rejected by the fast check but no reason found; please report this")
+
+    def fast_ok(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> bool:
+        """The same conditions as explain(), as one cheap expression (serving calls this per step)."""
+        v, dev = self.v, x.device
+        n = x.shape[0]
+        ok = (dev.type == "cuda" and x.dtype is self.x_dtype and x.dim() == 2 and x.shape[1] == v.head_dim
+              and x.stride(1) == 1 and (x.stride(0) * v.elem_bytes) % self.align == 0 and x.data_ptr() % self.align == 0
+              and self._index_ok(out_loc, n, dev)
+              and kvcache.dtype is self.u8 and kvcache.dim() == 2 and kvcache.shape[1] == self.layout.page_bytes
+              and (kvcache.stride(0) == self.layout.page_bytes or kvcache.shape[0] <= 1) and kvcache.stride(1) == 1
+              and kvcache.device == dev and kvcache.data_ptr() % self.cache_align == 0)
+        if ok and v.norm != "none":
+            ok = self._vector_ok(weight, self.w_dtype, dev) and (not v.norm_bias or self._vector_ok(bias, self.w_dtype, dev))
+        if ok and v.rope_dim:
+            ok = (freqs.dtype is self.f32 and freqs.dim() == 2 and freqs.shape[1] == v.rope_dim
+                  and freqs.device == dev and freqs.is_contiguous() and self._index_ok(positions, n, dev))
+        return bool(ok)
+
+    def _index_ok(self, t: Any, n: int, dev: Any) -> bool:
+        return t.dtype in self.index_dtypes and t.dim() == 1 and t.shape[0] == n and t.device == dev and t.is_contiguous()
+
+    def _vector_ok(self, t: Any, dtype: Any, dev: Any) -> bool:
+        return t.dtype is dtype and t.dim() == 1 and t.shape[0] == self.v.head_dim and t.device == dev and t.is_contiguous()
 
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.v.name}: {what}")
@@ -48,7 +90,8 @@ class InputChecker:
                 s is not None and s != got for s, got in zip(shape, t.shape)):
             raise self.fail(f"{name} must be {want}, got {_describe(t)}")
 
-    def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
+    def explain(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
+        """The slow path: find the first problem and raise a message that names it."""
         v = self.v
         self.tensor("x", x, (_TORCH_DTYPES[v.input_dtype],), (None, v.head_dim))
         n = x.shape[0]
@@ -84,6 +127,8 @@ class InputChecker:
         self.layout.check_cache(tuple(kvcache.shape), _dtype_name(kvcache), row_stride)
         if kvcache.dim() == 2 and kvcache.stride(1) != 1:
             raise self.fail("kvcache must be contiguous")
+        if kvcache.data_ptr() % self.cache_align:
+            raise self.fail(f"kvcache must start at a {self.cache_align}-byte aligned address")
 
 
 @lru_cache(maxsize=None)

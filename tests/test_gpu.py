@@ -135,3 +135,31 @@ def test_random_variants_match_reference(session_cache: Path) -> None:
         if not report.ok:
             failures.append((a.variant, report.as_dict()))
     assert not failures, failures
+
+
+def test_fast_check_agrees_with_explained_check(shipped_ops: dict[str, Op]) -> None:
+    """The per-call fast path accepts good inputs and rejects each bad one the slow path explains."""
+    import torch
+
+    op = shipped_ops["dsv32_indexer_fp8_p64"]  # LayerNorm with bias: every argument is used
+    inputs = make_inputs(op.variant, 64, 16, "cuda", seed=1)
+    names = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")
+    good = [inputs[k] for k in names]
+    assert op.checker.fast_ok(*good)
+    bad = {
+        "x": [good[0].float(), good[0][:, :64], good[0].t().contiguous().t(), good[0].cpu()],
+        "weight": [good[1].bfloat16(), good[1][:64]],
+        "bias": [good[2][:64], good[2].double()],
+        "freqs": [good[3][:, :32], good[3].double()],
+        "positions": [good[4][:10], good[4].float()],
+        "out_loc": [good[5][:10], good[5].float(), good[5].cpu()],
+        "kvcache": [torch.zeros(4, 16384, dtype=torch.uint8, device="cuda"), good[6].view(torch.int8),
+                    good[6].view(-1)[4:4 + 8448 * 2].view(2, 8448)],
+    }
+    for name, cases in bad.items():
+        for case in cases:
+            args = list(good)
+            args[names.index(name)] = case
+            assert not op.checker.fast_ok(*args), name
+            with pytest.raises(Exception):
+                op.checker.explain(*args)

@@ -96,3 +96,18 @@ def test_cli_prints_one_line_and_exits_nonzero(tmp_path, capsys) -> None:
 def test_cli_missing_spec_lists_shipped(capsys) -> None:
     assert main(["list", "no_such_spec"]) == 1
     assert "shipped specs: " in capsys.readouterr().err
+
+
+def test_cli_layout_docs_come_from_the_layout_code(capsys) -> None:
+    import json
+
+    assert main(["list", "dsv4_indexer", "--layouts"]) == 0
+    text = capsys.readouterr().out
+    assert "dsv4_indexer_fp8_p64: fp8_e4m3, 132 B/token, page_size 64, page 8448 B (cache = uint8 [num_pages, 8448])" in text
+    assert "[  8192,   8448)  scale: 64 x 4 B fp32 scale (amax/448)" in text
+    assert main(["list", "dsv4_mainkv", "--json"]) == 0
+    records = {r["variant"]: r for r in json.loads(capsys.readouterr().out)}
+    mla = records["dsv4_mainkv_fp8mla_p64"]
+    assert (mla["bytes_per_token"], mla["page_bytes"]) == (584, 37440)
+    assert [f["name"] for f in mla["fields"]] == ["nope", "rope", "scales"]
+    assert mla["byte_map"][-1] == {"start": 37375, "end": 37440, "what": "padding (never written)"}
