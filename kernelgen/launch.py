@@ -5,8 +5,13 @@ from dataclasses import dataclass
 
 from .variant import Launch, Variant
 
-DEFAULT_BLOCK_THREADS = 128
+# Defaults from a launch sweep on the H200 (tools/results/h200_sweep_launch.log): 16 values
+# per thread and 64-thread blocks were within ~10% of the best at 262144 tokens and the best
+# or near it at 2048 tokens, for the DeepSeek-V4 indexer (fp8/bf16/fp4) and main-KV layouts.
+DEFAULT_BLOCK_THREADS = 64
+DEFAULT_VALUES_PER_THREAD = 16
 MAX_THREADS_PER_TOKEN = 32  # a token's threads must share one warp (shuffles)
+_SCALE_GROUP = {"fp4_e2m1": 32, "fp8_flashmla": 64}  # dims one scale covers: must lie within a load step
 
 
 def _largest_pow2_divisor(n: int, cap: int) -> int:
@@ -16,12 +21,18 @@ def _largest_pow2_divisor(n: int, cap: int) -> int:
     return p
 
 
+def default_threads(v: Variant, vec: int) -> int:
+    """Enough threads for 16 values each, more where a scale group must span one load step."""
+    loads = max(v.head_dim // vec, 1)
+    wanted = max(v.head_dim // DEFAULT_VALUES_PER_THREAD, _SCALE_GROUP.get(v.store, 1) // vec, 1)
+    return _largest_pow2_divisor(loads, min(wanted, MAX_THREADS_PER_TOKEN))
+
+
 def resolve(v: Variant) -> Variant:
-    """Fill launch fields left at 0: 16-byte loads, as many threads per token as divide the
-    row (up to a warp), 128-thread blocks. Explicit settings are kept as given."""
+    """Fill launch fields left at 0 with defaults; explicit settings are kept as given."""
     given = v.launch
     vec = given.vec or 16 // v.elem_bytes
-    threads = given.threads_per_token or _largest_pow2_divisor(max(v.head_dim // vec, 1), MAX_THREADS_PER_TOKEN)
+    threads = given.threads_per_token or default_threads(v, vec)
     tokens = given.tokens_per_block or max(DEFAULT_BLOCK_THREADS // threads, 1)
     return v.with_launch(Launch(threads, tokens, vec))
 

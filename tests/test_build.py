@@ -14,7 +14,7 @@ from kernelgen import toolchain
 from kernelgen.build import build, kernels_dir
 from kernelgen.cli import main
 from kernelgen.errors import BuildError, LayoutMismatch
-from kernelgen.op import Op, load
+from kernelgen.op import load
 from kernelgen.spec import load_spec
 
 pytestmark = pytest.mark.build

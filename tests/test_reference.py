@@ -34,10 +34,8 @@ def textbook(v: Variant, x, w, b, freqs, pos, eps):
         y = torch.cat([y[:, :s], seg, y[:, s + r:]], -1)
     if v.hadamard:
         d = v.head_dim
-        idx = torch.arange(d)
         signs = torch.tensor([[(-1) ** bin(i & j).count("1") for j in range(d)] for i in range(d)], dtype=torch.float64)
         y = y @ signs.T / math.sqrt(d)
-        del idx
     return y
 
 

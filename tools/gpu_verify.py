@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
@@ -16,44 +15,26 @@ import torch
 
 from kernelgen import resources, toolchain
 from kernelgen.build import build
-from kernelgen.layout import layout_of
 from kernelgen.op import Op
 from kernelgen.spec import load_spec
-from kernelgen.verify import make_inputs, verify
+from kernelgen.timing import compulsory_bytes, graph_replay_us, launch_args, timing_inputs
+from kernelgen.verify import verify
 
 
 def time_op(op: Op, num_tokens: int) -> tuple[float, float, float]:
-    """(GPU microseconds per call from CUDA-graph replay, effective GB/s, host microseconds per checked call).
-
-    GB/s counts the compulsory bytes: input rows + bytes written + 16 B of indices per token."""
-    inputs = make_inputs(op.variant, num_tokens, 1, "cuda", seed=1)
-    inputs["out_loc"] = torch.randperm(inputs["kvcache"].shape[0] * op.variant.page_size, device="cuda")[:num_tokens]
-    args = (inputs["x"], inputs["weight"], inputs["bias"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
-            inputs["kvcache"], 1e-6)
-    op.launch(*args)
-    torch.cuda.synchronize()
-    graph, calls = torch.cuda.CUDAGraph(), 10
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            op.launch(*args)
-    times = []
-    for _ in range(15):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    us = statistics.median(times)
-    moved = num_tokens * (op.variant.head_dim * op.variant.elem_bytes + layout_of(op.variant).written_bytes_per_token + 16)
-    small = {k: (v[:8] if k not in ("weight", "bias", "freqs", "kvcache") and v is not None else v) for k, v in inputs.items()}
+    """(GPU microseconds per call from CUDA-graph replay, effective GB/s of compulsory bytes,
+    host microseconds per checked call at 8 tokens)."""
+    inputs = timing_inputs(op.variant, num_tokens)
+    args = launch_args(inputs)
+    us = graph_replay_us(lambda: op.launch(*args))
+    small = timing_inputs(op.variant, 8)
     t0 = time.perf_counter()
     for _ in range(200):
         op(small["x"], small["weight"], small["freqs"], small["positions"], small["out_loc"], small["kvcache"],
            bias=small["bias"])
     host_us = (time.perf_counter() - t0) / 200 * 1e6
     torch.cuda.synchronize()
-    return us, moved / (us * 1e-6) / 1e9, host_us
+    return us, compulsory_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9, host_us
 
 
 def main() -> int:

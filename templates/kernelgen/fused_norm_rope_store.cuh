@@ -267,11 +267,14 @@ __device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* ds
   store_bytes<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, bytes);
 }
 
-template <class Cfg>
+// kExactPow2: scale is a power of two, so multiplying by its exact inverse equals dividing.
+template <class Cfg, bool kExactPow2>
 __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst) {
   uint8_t codes[Cfg::kVec];
+  const float inv_scale = kExactPow2 ? __frcp_rn(scale) : 0.f;
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k) codes[k] = e4m3(__fdiv_rn(r.v[c][k], scale));
+  for (int k = 0; k < Cfg::kVec; ++k)
+    codes[k] = e4m3(kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : __fdiv_rn(r.v[c][k], scale));
   store_bytes<Cfg::kVec, Cfg::kStoreAlign>(dst, codes);
 }
 
@@ -285,7 +288,7 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* 
   const float scale = __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-    store_e4m3(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c));
+    store_e4m3<Cfg, false>(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c));
   if (r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
@@ -296,11 +299,11 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int 
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk_amax(r, c), r.mask), kE2m1Max);
-    const float scale = exp2_int(e);
+    const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     uint8_t packed[Cfg::kVec / 2];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2)
-      packed[k / 2] = e2m1(__fdiv_rn(r.v[c][k], scale)) | (e2m1(__fdiv_rn(r.v[c][k + 1], scale)) << 4);
+      packed[k / 2] = e2m1(__fmul_rn(r.v[c][k], inv_scale)) | (e2m1(__fmul_rn(r.v[c][k + 1], inv_scale)) << 4);
     const int dim = r.first(c);
     store_bytes<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
     if ((r.lane & (kGroupLanes - 1)) == 0)
@@ -319,7 +322,7 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page,
     const int dim = r.first(c);
     if (dim < kNope) {
       const int e = pow2_scale_exponent(amax, kE4m3Max);
-      store_e4m3(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim);
+      store_e4m3<Cfg, true>(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim);
       if ((r.lane & (kGroupLanes - 1)) == 0)
         page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = static_cast<uint8_t>(e + 127);
     } else {

@@ -1,0 +1,56 @@
+"""GPU timing by CUDA-graph replay, and the compulsory bytes a variant moves (its roofline)."""
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any, Callable
+
+from .layout import layout_of
+from .variant import Variant
+
+if TYPE_CHECKING:
+    import torch
+
+INDEX_BYTES = 16  # out_loc + position per token, int64 each
+
+
+def compulsory_bytes(v: Variant, num_tokens: int) -> int:
+    """Each input row read once and each written byte written once (norm weights and freqs are cache-resident)."""
+    return num_tokens * (v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
+
+
+def graph_replay_us(call: Callable[[], None], calls: int = 10, reps: int = 15) -> float:
+    """Median GPU microseconds per call: `calls` launches captured in one graph, replayed `reps` times."""
+    import torch
+
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
+    """Inputs for timing: random data, every row written (no padding), distinct slots."""
+    import torch
+
+    from .verify import make_inputs
+
+    inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
+    slots = inputs["kvcache"].shape[0] * v.page_size
+    inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
+    return inputs
+
+
+def launch_args(inputs: dict[str, Any], eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
+    keys = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")
+    return (*(inputs[k] for k in keys), eps)
