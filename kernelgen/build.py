@@ -9,16 +9,16 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 from . import __version__, knobs, resources
 from .buildplan import Unit, build_key, first_error_line, headers_digest, ninja_text, trim_nvcc
-from .errors import BuildError, ToolchainError
-from .guards import precheck
+from .errors import BuildError, GuardViolation, ToolchainError
+from .guards import precheck, violations
 from .layout import layout_of
-from .render import render_variant
+from .render import render_variant, store_align
 from .toolchain import Toolchain
 from .variant import Variant
 
@@ -92,12 +92,20 @@ def locked(paths: list[Path]) -> Iterator[None]:
             handle.close()
 
 
-def run_ninja(build_dir: Path, jobs: int | None) -> None:
+def run_ninja(build_dir: Path, jobs: int | None) -> str:
+    """Run ninja, keeping going past failed units (each unit's log says why). Returns ninja's own output;
+    raises BuildError when ninja itself failed before running any unit."""
+    if jobs is not None and jobs < 1:
+        raise ToolchainError(f"--jobs must be at least 1, got {jobs}")
     command = ["ninja", "-k", "0"] + (["-j", str(jobs)] if jobs else [])
     try:
-        subprocess.run(command, cwd=build_dir, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, cwd=build_dir, capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise ToolchainError("ninja not found on PATH: pip install ninja") from None
+    output = (done.stdout + done.stderr).strip()
+    if done.returncode != 0 and "ninja: error" in output:
+        raise BuildError(f"ninja failed: {trim_nvcc(output)}")
+    return output
 
 
 def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict[str, object]:
@@ -161,10 +169,14 @@ def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, ar
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _read_log(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
 def _unit_log(staging: Path, u: Unit) -> str:
     for log in (staging / (u.output.rsplit(".", 1)[0] + ".o.log"), staging / (u.output + ".log")):
-        if log.is_file() and log.read_text().strip():
-            return log.read_text()
+        if _read_log(log).strip():
+            return _read_log(log)
     return "(nvcc printed nothing)"
 
 
@@ -196,17 +208,17 @@ class CheckResult:
 
 
 def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
-    """Variants equal up to name and page_size are represented by the first (page_size changes only
-    constants); forbidden variants are always kept since they cost no compile. Returns (kept, dropped)."""
-    from dataclasses import replace
-
-    from .guards import violations
-
-    seen: set[Variant] = set()
+    """Variants that differ only in name and page_size compile to the same code up to constants,
+    unless page_size changes the store alignment; keep the first of each such group. Forbidden
+    variants are always kept (they cost no compile). Returns (kept, dropped count)."""
+    seen: set[tuple[Variant, int]] = set()
     kept = []
     for v in variants:
-        key = replace(v, name="", page_size=0)
-        if violations(v) or key not in seen:
+        if violations(v):
+            kept.append(v)
+            continue
+        key = (replace(v, name="", page_size=0), store_align(layout_of(v)))
+        if key not in seen:
             seen.add(key)
             kept.append(v)
     return kept, len(variants) - len(kept)
@@ -222,8 +234,6 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
         work = Path(tmp)
         for v in variants:
             if check:
-                from .errors import GuardViolation
-
                 try:
                     precheck(v)
                 except GuardViolation as exc:
@@ -238,7 +248,7 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
             per_unit = (time.monotonic() - start) / len(units)
             for u in units:
                 ok = (work / u.output).is_file()
-                log = "" if ok else (work / (u.output + ".log")).read_text()
+                log = "" if ok else _read_log(work / (u.output + ".log")) or "(nvcc printed nothing)"
                 results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(log), per_unit))
     order = {v.name: i for i, v in enumerate(variants)}
     return sorted(results, key=lambda r: (order[r.variant], archs.index(r.arch)))

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__, resources
@@ -55,7 +56,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(records, indent=1) + "\n")
         return 0
     for spec in _specs(args.specs):
-        table = Table(title=f"{spec.path}: {len(spec.variants)} variants", title_justify="left")
+        table = Table(title=escape(f"{spec.path}: {len(spec.variants)} variants"), title_justify="left")
         for col in ("variant", "D", "rope", "norm", "had", "in", "store", "P", "B/token", "page B", "launch (T,B,vec)", "guards"):
             table.add_column(col)
         for v in spec.variants:
@@ -96,8 +97,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from .build import compile_only, one_per_layout
 
-    archs = tc.parse_arch_list(args.arch) if args.arch else tc.resolve_archs(None) if _env_arch() else \
-        tc.parse_arch_list(CHECK_TARGETS)
+    archs = check_archs(args.arch)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     skipped = 0
     if not args.all:
@@ -122,10 +122,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _env_arch() -> bool:
+def check_archs(explicit: str | None) -> tuple[str, ...]:
+    """--arch, else KERNELGEN_CUDA_ARCH_LIST, else the portable set: check needs no GPU."""
     from . import knobs
 
-    return bool(knobs.arch_list())
+    return tc.resolve_archs(explicit) if explicit or knobs.arch_list() else tc.parse_arch_list(CHECK_TARGETS)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -139,7 +140,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     for col in ("variant", "page B", "library"):
         table.add_column(col)
     for a in artifacts:
-        table.add_row(a.variant.name, str(layout_of(a.variant).page_bytes), str(a.library))
+        table.add_row(a.variant.name, str(layout_of(a.variant).page_bytes), escape(str(a.library)))
     out.print(table)
     out.print(f"built or found {len(artifacts)} variants in {time.monotonic() - start:.1f} s")
     return 0
@@ -190,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except OSError as exc:  # an unwritable -o or cache dir, a full disk: say which file and why
+        err.print(f"error: {exc.filename or ''}: {exc.strerror or exc}", markup=False)
+        return 1
     except KernelgenError as exc:
         lines = str(exc).splitlines() or [type(exc).__name__]
         err.print(f"error: {lines[0]}", markup=False)

@@ -120,13 +120,12 @@ def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) ->
     return {"nope": e4m3_encode(q), "rope": _bytes(rope.to(torch.bfloat16)), "scales": (e + 127).to(torch.uint8)}
 
 
-def decode(layout: Layout, fields: dict[str, torch.Tensor], out_loc: torch.Tensor) -> torch.Tensor:
-    """Field bytes -> float32 [N, D]; rows with out_loc < 0 become NaN."""
+def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
+    """Field bytes -> float32 [N, D]; rows that are not valid slots become NaN."""
     import torch
 
     y = _decode_values(layout, fields)
-    skip = (out_loc.to(y.device) < 0)[:, None]
-    return torch.where(skip, torch.full_like(y, float("nan")), y)
+    return torch.where(valid.to(y.device)[:, None], y, torch.full_like(y, float("nan")))
 
 
 def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Tensor:

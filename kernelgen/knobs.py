@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .errors import KernelgenError
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -26,7 +28,7 @@ CUDA_ARCH_LIST = Knob(
 )
 JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: ninja's choice)")
 CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
-XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir", str(Path.home() / ".cache"))
+XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
 
 ALL: tuple[Knob, ...] = (CACHE_DIR, CUDA_ARCH_LIST, JOBS, CUDA_HOME, XDG_CACHE_HOME)
 
@@ -44,7 +46,11 @@ def arch_list() -> str | None:
 
 def jobs() -> int | None:
     value = JOBS.get()
-    return int(value) if value else None
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise KernelgenError(f"{JOBS.name}={value!r} is not a positive integer; unset it or set e.g. {JOBS.name}=8")
+    return int(value)
 
 
 def cuda_home() -> Path:

@@ -42,7 +42,11 @@ class Layout:
     fields: tuple[Field, ...]
 
     def field(self, name: str) -> Field:
-        return next(f for f in self.fields if f.name == name)
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.variant_name} ({self.store}) has no field '{name}'; it has "
+                       f"{', '.join(f.name for f in self.fields)}")
 
     @property
     def written_bytes_per_token(self) -> int:
@@ -94,10 +98,11 @@ class Layout:
         return _merge_interleaved(out)
 
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
-        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc < 0)."""
+        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache)."""
         from . import codec
 
-        return codec.decode(self, read_fields(self, cache, out_loc), out_loc)
+        valid, _, _ = split_slots(self, out_loc.to(cache.device), cache.shape[0])
+        return codec.decode(self, read_fields(self, cache, out_loc), valid)
 
 
 def _merge_interleaved(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -152,29 +157,34 @@ def _flashmla_layout(v: Variant) -> Layout:
     return Layout(v.name, v.store, d, p, bytes_per_token, _round_up(bytes_per_token * p, slot), fields)
 
 
-def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Gather each field's bytes for the given slots: name -> uint8 [N, size] (rows with out_loc<0 are zeros)."""
+def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
+    """Byte columns [N, f.size] of field f for in-page offsets off [N]."""
     import torch
 
-    loc = out_loc.to(device=cache.device, dtype=torch.int64)
-    valid = loc >= 0
+    return f.base + off[:, None] * f.stride + torch.arange(f.size, device=off.device)
+
+
+def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(valid, page, off) for slots out_loc; invalid slots (<0 or past the pool) map to page 0, off 0."""
+    import torch
+
+    loc = out_loc.to(dtype=torch.int64)
+    valid = (loc >= 0) & (loc < num_pages * layout.page_size)
     safe = torch.where(valid, loc, torch.zeros_like(loc))
-    page, off = safe // layout.page_size, safe % layout.page_size
-    out = {}
-    for f in layout.fields:
-        cols = f.base + off[:, None] * f.stride + torch.arange(f.size, device=cache.device)
-        out[f.name] = torch.where(valid[:, None], cache[page[:, None], cols], 0)
-    return out
+    return valid, safe // layout.page_size, safe % layout.page_size
+
+
+def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gather each field's bytes for the given slots: name -> uint8 [N, size] (invalid slots read as zeros)."""
+    import torch
+
+    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
+    return {f.name: torch.where(valid[:, None], cache[page[:, None], slot_columns(f, off)], 0) for f in layout.fields}
 
 
 def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
     """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot."""
-    import torch
-
-    loc = out_loc.to(device=cache.device, dtype=torch.int64)
-    keep = (loc >= 0) & (loc < cache.shape[0] * layout.page_size)
-    loc = loc[keep]
-    page, off = loc // layout.page_size, loc % layout.page_size
+    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
+    page, off = page[valid], off[valid]
     for f in layout.fields:
-        cols = f.base + off[:, None] * f.stride + torch.arange(f.size, device=cache.device)
-        cache[page[:, None], cols] = fields[f.name][keep.to(fields[f.name].device)].to(cache.device)
+        cache[page[:, None], slot_columns(f, off)] = fields[f.name][valid.to(fields[f.name].device)].to(cache.device)

@@ -11,13 +11,13 @@ from .errors import LayoutMismatch
 from .layout import Layout, layout_of
 from .launch import resolve
 from .spec import load_spec
-from .variant import Variant
+from .variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
     import torch
 
-_TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _INDEX_DTYPES = ("int32", "int64")
+PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
 
 
 def _dtype_name(t: torch.Tensor) -> str:
@@ -39,8 +39,8 @@ class InputChecker:
         self.v, self.layout = resolve(v), layout
         self.align = self.v.launch.vec * self.v.elem_bytes
         self.cache_align = store_align(layout)
-        self.x_dtype = getattr(torch, _TORCH_DTYPES[self.v.input_dtype])
-        self.w_dtype = getattr(torch, _TORCH_DTYPES[self.v.weight_dtype])
+        self.x_dtype = getattr(torch, TORCH_DTYPES[self.v.input_dtype])
+        self.w_dtype = getattr(torch, TORCH_DTYPES[self.v.weight_dtype])
         self.index_dtypes = (torch.int32, torch.int64)
         self.u8, self.f32 = torch.uint8, torch.float32
 
@@ -59,7 +59,8 @@ class InputChecker:
         v, dev = self.v, x.device
         n = x.shape[0]
         ok = (dev.type == "cuda" and x.dtype is self.x_dtype and x.dim() == 2 and x.shape[1] == v.head_dim
-              and x.stride(1) == 1 and (x.stride(0) * v.elem_bytes) % self.align == 0 and x.data_ptr() % self.align == 0
+              and x.stride(1) == 1 and (n <= 1 or (x.stride(0) * v.elem_bytes) % self.align == 0)
+              and x.data_ptr() % self.align == 0
               and self._index_ok(out_loc, n, dev)
               and kvcache.dtype is self.u8 and kvcache.dim() == 2 and kvcache.shape[1] == self.layout.page_bytes
               and (kvcache.stride(0) == self.layout.page_bytes or kvcache.shape[0] <= 1) and kvcache.stride(1) == 1
@@ -68,14 +69,16 @@ class InputChecker:
             ok = self._vector_ok(weight, self.w_dtype, dev) and (not v.norm_bias or self._vector_ok(bias, self.w_dtype, dev))
         if ok and v.rope_dim:
             ok = (freqs.dtype is self.f32 and freqs.dim() == 2 and freqs.shape[1] == v.rope_dim
-                  and freqs.device == dev and freqs.is_contiguous() and self._index_ok(positions, n, dev))
+                  and freqs.device == dev and freqs.is_contiguous() and freqs.data_ptr() % PARAM_ALIGN == 0
+                  and self._index_ok(positions, n, dev))
         return bool(ok)
 
     def _index_ok(self, t: Any, n: int, dev: Any) -> bool:
         return t.dtype in self.index_dtypes and t.dim() == 1 and t.shape[0] == n and t.device == dev and t.is_contiguous()
 
     def _vector_ok(self, t: Any, dtype: Any, dev: Any) -> bool:
-        return t.dtype is dtype and t.dim() == 1 and t.shape[0] == self.v.head_dim and t.device == dev and t.is_contiguous()
+        return (t.dtype is dtype and t.dim() == 1 and t.shape[0] == self.v.head_dim and t.device == dev
+                and t.is_contiguous() and t.data_ptr() % PARAM_ALIGN == 0)
 
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.v.name}: {what}")
@@ -93,17 +96,17 @@ class InputChecker:
     def explain(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
         """The slow path: find the first problem and raise a message that names it."""
         v = self.v
-        self.tensor("x", x, (_TORCH_DTYPES[v.input_dtype],), (None, v.head_dim))
+        self.tensor("x", x, (TORCH_DTYPES[v.input_dtype],), (None, v.head_dim))
         n = x.shape[0]
-        if x.stride(1) != 1 or (x.stride(0) * v.elem_bytes) % self.align or x.data_ptr() % self.align:
+        if x.stride(1) != 1 or (n > 1 and (x.stride(0) * v.elem_bytes) % self.align) or x.data_ptr() % self.align:
             raise self.fail(f"x rows must be contiguous and {self.align}-byte aligned (stride {tuple(x.stride())})")
         self.tensor("out_loc", out_loc, _INDEX_DTYPES, (n,))
         named = [("x", x), ("out_loc", out_loc), ("kvcache", kvcache)]
         if v.norm != "none":
-            self.tensor("weight", weight, (_TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
+            self.tensor("weight", weight, (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
             named.append(("weight", weight))
         if v.norm_bias:
-            self.tensor("bias", bias, (_TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
+            self.tensor("bias", bias, (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
             named.append(("bias", bias))
         if v.rope_dim:
             self.tensor("freqs", freqs, ("float32",), (None, v.rope_dim))
@@ -113,6 +116,8 @@ class InputChecker:
         for name, t in named:
             if name != "x" and not t.is_contiguous():
                 raise self.fail(f"{name} must be contiguous")
+            if name in ("weight", "bias", "freqs") and t.data_ptr() % PARAM_ALIGN:
+                raise self.fail(f"{name} must start at a {PARAM_ALIGN}-byte aligned address (a fresh tensor does)")
             if t.device != x.device:
                 raise self.fail(f"{name} is on {t.device} but x is on {x.device}; put all tensors on one CUDA device")
         if x.device.type != "cuda":

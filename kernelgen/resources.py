@@ -36,11 +36,13 @@ def shipped_specs() -> list[Path]:
 
 
 def find_spec(name_or_path: str) -> Path:
+    """An existing file path, or a bare shipped-spec name such as 'dsv4_indexer'."""
     path = Path(name_or_path)
     if path.is_file():
         return path
-    shipped = spec_dir() / f"{path.stem}.yaml"
-    if shipped.is_file() and (path.parent == Path(".") or path.parent.name == "specs"):
+    bare = "/" not in name_or_path and path.suffix == ""
+    shipped = spec_dir() / f"{name_or_path}.yaml"
+    if bare and shipped.is_file():
         return shipped
     names = ", ".join(p.stem for p in shipped_specs())
     raise SpecError(f"{name_or_path}: no such spec file (shipped specs: {names})")

@@ -16,6 +16,25 @@ from .yamlsrc import Located, load_yaml
 TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants")
 VARIANT_KEYS = ("name", *AXES, "launch")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_RESERVED = re.compile(r"__|_[A-Z]")  # identifiers C++ reserves for the implementation
+_CPP_KEYWORDS = frozenset(
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue decltype default delete "
+    "do double else enum explicit export extern false float for friend goto if inline int long mutable namespace new "
+    "noexcept not nullptr operator or private protected public register return short signed sizeof static struct "
+    "switch template this throw true try typedef typeid typename union unsigned using virtual void volatile while "
+    "xor".split())
+# Lower bounds checked at parse time; real limits are guards (they say what to choose instead).
+_MINIMUM = {"head_dim": 1, "rope_dim": 0, "page_size": 1}
+
+
+def _identifier_problem(name: object) -> str | None:
+    if not isinstance(name, str):
+        return f"must be a string, got {name!r}"
+    if not _IDENT.match(name):
+        return f"'{name}' must be a C identifier (letters, digits, _; not starting with a digit)"
+    if name in _CPP_KEYWORDS or _RESERVED.match(name) or "__" in name:
+        return f"'{name}' is a C++ keyword or reserved identifier; choose another"
+    return None
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,8 @@ def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> A
     if not type_ok:
         expected = {int: "an integer", bool: "true or false", str: "a name"}[kind]
         raise _fail(src, path, f"{axis} must be {expected}, got {value!r}")
+    if axis in _MINIMUM and value < _MINIMUM[axis]:
+        raise _fail(src, path, f"{axis} must be at least {_MINIMUM[axis]}, got {value}")
     if choices is not None and value not in choices:
         hint = _did_you_mean(value, choices)  # type: ignore[arg-type]
         allowed = ", ".join(map(str, choices))
@@ -102,7 +123,11 @@ def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]
         path = ("matrix", axis)
         if not isinstance(values, list) or not values:
             raise _fail(src, path, f"matrix.{axis} must be a non-empty list of values, e.g. [{axis_example(axis)}]")
-        axes.append((axis, [_axis_value(src, path + (i,), axis, v) for i, v in enumerate(values)]))
+        checked = [_axis_value(src, path + (i,), axis, v) for i, v in enumerate(values)]
+        for i, value in enumerate(checked):
+            if value in checked[:i]:
+                raise _fail(src, path + (i,), f"matrix.{axis} lists {value!r} twice")
+        axes.append((axis, checked))
     points = []
     for combo in itertools.product(*(vals for _, vals in axes)):
         points.append(dict(zip((a for a, _ in axes), combo)))
@@ -117,8 +142,9 @@ def axis_example(axis: str) -> str:
 
 
 def _make(src: Located, spec_name: str, name: str, settings: dict[str, Any], path: tuple[Any, ...]) -> Variant:
-    if not _IDENT.match(name):
-        raise _fail(src, path, f"variant name '{name}' must be a C identifier (letters, digits, _)")
+    problem = _identifier_problem(name)
+    if problem:
+        raise _fail(src, path, f"variant name {problem}")
     return Variant(name=name, spec_name=spec_name, origin=str(src.at(path)), **settings)
 
 
@@ -130,8 +156,9 @@ def parse_spec(text: str, file: str) -> Spec:
     if family != FAMILY:
         raise _fail(src, ("family",), f"family must be '{FAMILY}', got {family!r}")
     spec_name = top.get("name")
-    if not isinstance(spec_name, str) or not _IDENT.match(spec_name):
-        raise _fail(src, ("name",), "name must be a C identifier; it prefixes generated variant names")
+    problem = _identifier_problem(spec_name)
+    if problem:
+        raise _fail(src, ("name",), f"name {problem}; it prefixes generated variant names")
     defaults_raw = _mapping(src, ("defaults",), top.get("defaults", {}), "defaults")
     _check_keys(src, ("defaults",), defaults_raw, VARIANT_KEYS[1:], "defaults")
     defaults = _axes(src, ("defaults",), defaults_raw)
@@ -174,9 +201,12 @@ def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_na
         path = ("variants", i)
         table = _mapping(src, path, item, f"variants[{i}]")
         _check_keys(src, path, table, VARIANT_KEYS, "variant")
-        name = table.get("name")
-        if not isinstance(name, str):
+        if "name" not in table:
             raise _fail(src, path, "each listed variant needs a 'name:'")
+        name = table["name"]
+        problem = _identifier_problem(name)
+        if problem:
+            raise _fail(src, path + ("name",), f"variant name {problem}")
         out.append(_make(src, spec_name, name, {**defaults, **_axes(src, path, table)}, path))
     return out
 
@@ -193,7 +223,9 @@ def load_spec(path: str | Path) -> Spec:
     """Read a spec by path, or by the name of a shipped spec (e.g. 'dsv4_indexer')."""
     resolved = resources.find_spec(str(path))
     try:
-        text = resolved.read_text()
+        text = resolved.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read spec: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: spec is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     return parse_spec(text, str(path))

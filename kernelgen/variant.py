@@ -13,6 +13,7 @@ StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+TORCH_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class _Builder:
         self.file = file
         self.values: dict[Path_, Where] = {}
         self.keys: dict[Path_, Where] = {}
+        self.merged: set[Path_] = set()  # keys that came from a `<<:` merge and may be overridden
         self.loader = yaml.SafeLoader("")
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
@@ -65,16 +66,23 @@ class _Builder:
         return self.loader.construct_object(node, deep=True)
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[Any, Any]:
+        explicit = sum(1 for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge")
+        self.loader.flatten_mapping(node)  # `<<: *anchor` pairs now come first; explicit keys override them
+        merged = len(node.value) - explicit
         out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
+        for i, (key_node, value_node) in enumerate(node.value):
             key = self.loader.construct_object(key_node, deep=True)
             where = _where(self.file, key_node.start_mark)
             if not isinstance(key, (str, int, bool, float)):
                 raise SpecError(f"{where}: mapping keys must be plain names")
-            if key in out:
+            if key in out and i >= merged and path + (key,) not in self.merged:
                 first = self.keys[path + (key,)]
                 raise SpecError(f"{where}: duplicate key '{key}' (first given at line {first.line})")
             self.keys[path + (key,)] = where
+            if i < merged:
+                self.merged.add(path + (key,))
+            else:
+                self.merged.discard(path + (key,))
             out[key] = self.build(value_node, path + (key,))
         return out
 

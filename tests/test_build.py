@@ -56,7 +56,6 @@ def test_loaded_op_checks_tensors_before_launch(cache_dir: Path) -> None:
         op(x, w, freqs, pos, loc[:3], op.layout.allocate(2))
     with pytest.raises(LayoutMismatch, match="must be on a CUDA device"):
         op(x, w, freqs, pos, loc, op.layout.allocate(2))
-    assert bool((pool == 7).all())
 
 
 def test_exported_symbol_guards_itself(cache_dir: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from kernelgen import guards, reference, resources, toolchain
 from kernelgen.build import build
+from kernelgen.errors import LayoutMismatch
 from kernelgen.op import Op
 from kernelgen.spec import load_spec
 from kernelgen.variant import AXES, Variant
@@ -161,5 +162,5 @@ def test_fast_check_agrees_with_explained_check(shipped_ops: dict[str, Op]) -> N
             args = list(good)
             args[names.index(name)] = case
             assert not op.checker.fast_ok(*args), name
-            with pytest.raises(Exception):
+            with pytest.raises(LayoutMismatch):
                 op.checker.explain(*args)

@@ -97,3 +97,37 @@ def test_encode_write_read_decode_round_trip(store: str, tol: float) -> None:
     keep = loc >= 0
     assert float((back[keep] - y[keep]).norm() / y[keep].norm()) < tol
     assert set(read_fields(layout, cache, loc)) == {f.name for f in layout.fields}
+
+
+def test_golden_bytes_written_by_hand_from_layouts_md() -> None:
+    """Bytes derived from LAYOUTS.md by hand, so a mistake shared by encode and decode still fails."""
+    # fp4, page_size 2, slot 1: values at 64*1, scales at 64*2 + 4*1.
+    fp4 = layout_of(indexer("fp4_e2m1", 2))
+    y = torch.zeros(1, 128)
+    y[0, 0], y[0, 1], y[0, 2], y[0, 3] = 0.5, -6.0, 2.6, 0.2  # group 0 amax 6 -> scale 2^0
+    y[0, 32] = 12.0  # group 1 amax 12 -> scale 2^ceil(log2 2) = 2 -> code of 6 is 7
+    cache = torch.zeros(1, fp4.page_bytes, dtype=torch.uint8)
+    write_fields(fp4, cache, torch.tensor([1]), codec.encode(fp4, y))
+    row = cache[0].tolist()
+    assert row[64:66] == [0x01 | (0x8 | 0x7) << 4, 0x5 | 0x0 << 4]  # low nibble = even dim; 2.6 -> 3.0 (code 5)
+    assert row[64 + 16] == 0x7  # dim 32: 12 / 2 = 6 -> code 7
+    assert row[128 + 4:128 + 8] == [127, 128, 127 - 15, 127 - 15]  # groups 2, 3: amax 0 -> 1e-4/6 -> 2^-15
+    assert row[:64] == [0] * 64 and row[128:132] == [0] * 4  # slot 0 untouched
+    # fp8 indexer, page_size 4, slot 2: codes at 2*128, raw fp32 scale at 128*4 + 2*4.
+    fp8 = layout_of(indexer("fp8_e4m3", 4))
+    y = torch.zeros(1, 128)
+    y[0, 0], y[0, 1] = 448.0, -1.0
+    cache = torch.zeros(1, fp8.page_bytes, dtype=torch.uint8)
+    write_fields(fp8, cache, torch.tensor([2]), codec.encode(fp8, y))
+    assert cache[0, 256:258].tolist() == [0x7E, 0xB8]  # e4m3: 448 = 0x7E, -1.0 = 0xB8
+    assert cache[0, 520:524].tolist() == list(torch.tensor([1.0]).view(torch.uint8).tolist())  # 448/448, LE
+    # FlashMLA main KV, page_size 1: nope codes, then the roped dims as bf16, then 7 UE8M0 bytes + 1 pad.
+    mla = layout_of(mainkv("fp8_flashmla", 1))
+    y = torch.zeros(1, 512)
+    y[0, 0], y[0, 448], y[0, 511] = 448.0, 1.0, -2.0
+    cache = torch.full((1, mla.page_bytes), 0xEE, dtype=torch.uint8)
+    write_fields(mla, cache, torch.tensor([0]), codec.encode(mla, y))
+    row = cache[0].tolist()
+    assert row[0] == 0x7E and row[448:450] == [0x80, 0x3F] and row[574:576] == [0x00, 0xC0]  # bf16 1.0, -2.0
+    assert row[576:583] == [127] + [127 - 22] * 6 and row[583] == 0xEE  # 1e-4/448 -> 2^-22; byte 8 untouched
+    assert row[584:] == [0xEE] * (1152 - 584)

@@ -83,3 +83,16 @@ def test_float_literals_round_trip() -> None:
         lit = f32_literal(value)
         assert lit.endswith("f")
         assert struct.pack("f", float(lit[:-1])) == struct.pack("f", value)
+
+
+def test_one_per_layout_keeps_each_layout_once() -> None:
+    from kernelgen.build import one_per_layout
+
+    variants = list(load_spec("dsv4_indexer").variants)
+    kept, dropped = one_per_layout(variants)
+    # page_size 1 gives 132- and 68-byte pages (4-byte aligned stores); 16 and up give 16-byte alignment
+    assert [(v.store, v.page_size) for v in kept] == [
+        ("fp8_e4m3", 1), ("fp8_e4m3", 16), ("bf16", 1), ("fp4_e2m1", 1), ("fp4_e2m1", 16)]
+    assert dropped == len(variants) - len(kept)
+    bad, good = replace(variants[0], name="bad", page_size=3), variants[0]
+    assert one_per_layout([bad, good])[0] == [bad, good]  # a forbidden variant never hides a valid one

@@ -19,10 +19,3 @@ def test_shipped_variants_compile_for_all_targets() -> None:
     failed = [(r.variant, r.arch, r.message) for r in results if not r.ok]
     assert not failed, failed
     assert len(results) == len(kept) * len(TARGETS)
-
-
-@pytest.mark.pure
-def test_one_per_layout_keeps_each_layout_once() -> None:
-    variants = list(load_spec("dsv4_indexer").variants)
-    kept, dropped = one_per_layout(variants)
-    assert [v.store for v in kept] == ["fp8_e4m3", "bf16", "fp4_e2m1"] and dropped == len(variants) - 3

@@ -48,7 +48,7 @@ def main() -> int:
     artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None))
     print(f"built {len(artifacts)} variants in {time.monotonic() - t0:.1f} s on {torch.cuda.get_device_name()}")
     rows, ok = [], True
-    header = f"{'variant':34} {'rows':>5} {'skip':>4} {'bf16!=':>6} {'code!=':>6} {'far':>3} {'codes':>8} {'ulp':>3} {'outside':>7} {'relerr':>8} {'us':>8} {'GB/s':>6} {'host':>5}"
+    header = f"{'variant':34} {'rows':>5} {'skip':>4} {'bf16!=':>6} {'code!=':>6} {'far':>3} {'codes':>8} {'ulp':>3} {'ue8m0':>5} {'outside':>7} {'relerr':>8} {'us':>8} {'GB/s':>6} {'host':>5}"
     print(header)
     for seed, a in enumerate(artifacts):
         op = Op(a)
@@ -60,7 +60,7 @@ def main() -> int:
                      "time_tokens": args.time_tokens})
         print(f"{merged.variant:34} {merged.written_rows:5d} {merged.skipped_rows:4d} {merged.bf16_mismatches:6d} "
               f"{merged.code_mismatches:6d} {merged.code_far:3d} {merged.codes_total:8d} {merged.scale_max_ulp:3d} "
-              f"{merged.outside_changed:7d} {merged.rel_err:8.2e} {us:8.1f} {gbs:6.0f} {host_us:5.1f}"
+              f"{merged.ue8m0_mismatches:5d} {merged.outside_changed:7d} {merged.rel_err:8.2e} {us:8.1f} {gbs:6.0f} {host_us:5.1f}"
               + ("" if all(r.ok for r in reports) else "  FAIL"))
     if args.json:
         with open(args.json, "w") as fh:

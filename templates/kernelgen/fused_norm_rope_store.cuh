@@ -380,23 +380,53 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
 
 inline bool is_int_index(DLDataType t) { return t.code == kDLInt && (t.bits == 32 || t.bits == 64) && t.lanes == 1; }
 
-// Defensive checks only: the Python op checks everything first with fuller messages. These
-// keep a caller that reaches the exported symbol directly from writing out of bounds.
+inline bool aligned(const tvm::ffi::TensorView& t, int bytes) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0;
+}
+
+inline bool is_vector(const tvm::ffi::TensorView& t, int64_t n, int bits) {
+  return t.ndim() == 1 && t.size(0) == n && t.dtype().bits == bits && t.IsContiguous() && aligned(t, 16);
+}
+
+// The Python op checks everything first, with fuller messages. These checks keep a caller that
+// reaches the exported symbol directly (a serving framework) from reading or writing out of bounds.
 template <class Cfg>
-void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& positions,
+void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weight, const tvm::ffi::TensorView& bias,
+                const tvm::ffi::TensorView& freqs, const tvm::ffi::TensorView& positions,
                 const tvm::ffi::TensorView& out_loc, const tvm::ffi::TensorView& cache) {
-  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim, ValueError)
-      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "]";
+  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim && x.dtype().bits == 8 * Cfg::kInBytes, ValueError)
+      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "] of " << 8 * Cfg::kInBytes << "-bit floats";
   TVM_FFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << Cfg::kName << ": x must be a CUDA tensor";
+  TVM_FFI_CHECK(x.strides()[1] == 1 && aligned(x, Cfg::kVec * Cfg::kInBytes) &&
+                    (x.size(0) <= 1 || x.strides()[0] * Cfg::kInBytes % (Cfg::kVec * Cfg::kInBytes) == 0),
+                ValueError)
+      << Cfg::kName << ": x rows must be contiguous and " << Cfg::kVec * Cfg::kInBytes << "-byte aligned";
   TVM_FFI_CHECK(cache.ndim() == 2 && cache.size(1) == Cfg::kPageBytes, ValueError)
       << "kvcache rows are " << (cache.ndim() == 2 ? cache.size(1) : -1) << " bytes but " << Cfg::kName
       << " writes " << Cfg::kPageBytes << "-byte pages";
-  TVM_FFI_CHECK(cache.dtype().code == kDLUInt && cache.dtype().bits == 8 && cache.IsContiguous(), ValueError)
-      << Cfg::kName << ": kvcache must be a contiguous uint8 tensor";
-  TVM_FFI_CHECK(is_int_index(out_loc.dtype()) && out_loc.ndim() == 1 && out_loc.size(0) == x.size(0), ValueError)
+  TVM_FFI_CHECK(cache.dtype().code == kDLUInt && cache.dtype().bits == 8 && cache.IsContiguous() &&
+                    aligned(cache, Cfg::kStoreAlign),
+                ValueError)
+      << Cfg::kName << ": kvcache must be a contiguous, " << Cfg::kStoreAlign << "-byte aligned uint8 tensor";
+  TVM_FFI_CHECK(is_int_index(out_loc.dtype()) && out_loc.ndim() == 1 && out_loc.size(0) == x.size(0) &&
+                    out_loc.IsContiguous(),
+                ValueError)
       << Cfg::kName << ": out_loc must be int32/int64 [num_tokens]";
+  if (Cfg::kNorm != Norm::kNone) {
+    TVM_FFI_CHECK(is_vector(weight, Cfg::kHeadDim, 8 * sizeof(typename Cfg::Weight)), ValueError)
+        << Cfg::kName << ": weight must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim << "] vector";
+  }
+  if (Cfg::kNormBias) {
+    TVM_FFI_CHECK(is_vector(bias, Cfg::kHeadDim, 8 * sizeof(typename Cfg::Weight)), ValueError)
+        << Cfg::kName << ": bias must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim << "] vector";
+  }
   if (Cfg::kRopeDim > 0) {
-    TVM_FFI_CHECK(is_int_index(positions.dtype()) && positions.ndim() == 1 && positions.size(0) == x.size(0),
+    TVM_FFI_CHECK(freqs.ndim() == 2 && freqs.size(1) == Cfg::kRopeDim && freqs.dtype().code == kDLFloat &&
+                      freqs.dtype().bits == 32 && freqs.IsContiguous() && aligned(freqs, 16),
+                  ValueError)
+        << Cfg::kName << ": freqs must be a contiguous float32 [max_pos, " << Cfg::kRopeDim << "] tensor";
+    TVM_FFI_CHECK(is_int_index(positions.dtype()) && positions.ndim() == 1 && positions.size(0) == x.size(0) &&
+                      positions.IsContiguous(),
                   ValueError)
         << Cfg::kName << ": positions must be int32/int64 [num_tokens]";
   }
@@ -406,7 +436,7 @@ template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
          tvm::ffi::TensorView cache, double eps) {
-  check_args<Cfg>(x, positions, out_loc, cache);
+  check_args<Cfg>(x, weight, bias, freqs, positions, out_loc, cache);
   const int64_t num_tokens = x.size(0);
   if (num_tokens == 0) return;
   Params p{};
