@@ -74,9 +74,20 @@ def test_variants_are_frozen() -> None:
     ("matrix: {store: []}\n", "s.yaml:3:17: matrix.store must be a non-empty list"),
     ("variants:\n  - {name: 9a}\n", "must be a C identifier"),
     ("", "s.yaml:1:1: spec defines no variants"),
+    ("variants:\n  - {name: int}\n", "s.yaml:4:12: variant name 'int' is a C++ keyword or reserved identifier"),
+    ("variants:\n  - {name: 5}\n", "s.yaml:4:12: variant name must be a string, got 5"),
+    ("variants:\n  - {name: a, head_dim: 0}\n", "s.yaml:4:25: head_dim must be at least 1, got 0"),
+    ("variants:\n  - {name: a, rope_dim: -64}\n", "s.yaml:4:25: rope_dim must be at least 0, got -64"),
+    ("matrix: {page_size: [64, 64]}\n", "s.yaml:3:26: matrix.page_size lists 64 twice"),
+    ("variants: [1]\n", "s.yaml:3:12: variants[0] must be a mapping"),
 ])
 def test_spec_errors_name_place_and_fix(body: str, expected: str) -> None:
     assert expected in error_of(body)
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    with pytest.raises(SpecError, match=r"^s.yaml:1:1: a spec must be a mapping"):
+        parse_spec("- a\n", "s.yaml")
 
 
 def test_wrong_family_is_reported() -> None:
@@ -111,3 +122,20 @@ def test_cli_layout_docs_come_from_the_layout_code(capsys) -> None:
     assert (mla["bytes_per_token"], mla["page_bytes"]) == (584, 37440)
     assert [f["name"] for f in mla["fields"]] == ["nope", "rope", "scales"]
     assert mla["byte_map"][-1] == {"start": 37375, "end": 37440, "what": "padding (never written)"}
+
+
+def test_yaml_merge_keys_work_and_explicit_keys_override() -> None:
+    spec = parse_spec(BASE + "defaults: &d {head_dim: 256, store: fp8_e4m3}\n"
+                      "variants:\n  - {<<: *d, name: a, store: bf16}\n", "s.yaml")
+    assert (spec.variants[0].head_dim, spec.variants[0].store) == (256, "bf16")
+
+
+def test_only_bare_names_resolve_to_shipped_specs(tmp_path) -> None:
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec("dsv4_indexer.yml")
+    with pytest.raises(SpecError, match="no such spec file"):
+        load_spec(str(tmp_path / "specs" / "dsv4_indexer.yaml"))
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"family: fused_norm_rope_store\nname: caf\xe9\n")
+    with pytest.raises(SpecError, match="not UTF-8"):
+        load_spec(bad)
