@@ -178,14 +178,14 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const float* f) {
     const int dim = r.first(c);
     if (!in_rope<Cfg>(dim)) continue;
     const int j = dim - Cfg::kRopeBegin;
-    const bool lower = (j & kHalf) == 0;
+    const float sign = (j & kHalf) ? 1.f : -1.f;  // lower half: x*cos - p*sin; upper: x*cos + p*sin
     float cs[2 * G::kVec];
     load_wide(f + 2 * (j & (kHalf - 1)), cs);
 #pragma unroll
     for (int k = 0; k < G::kVec; ++k) {
       const float xc = __fmul_rn(r.v[c][k], cs[2 * k]);
       const float ps = __fmul_rn(partner[c][k], cs[2 * k + 1]);
-      r.v[c][k] = lower ? __fsub_rn(xc, ps) : __fadd_rn(xc, ps);
+      r.v[c][k] = __fmaf_rn(sign, ps, xc);
     }
   }
 }
@@ -222,13 +222,14 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
           if (!(k & m)) butterfly(r.v[c][k], r.v[c][k | m]);
 #pragma unroll
     for (int m = 1; m < G::kT; m <<= 1) {
-      const bool upper = r.lane & m;
+      // lower lane: v + other; upper lane: other - v. One rounding either way, as in a+b / a-b.
+      const float sign = (r.lane & m) ? -1.f : 1.f;
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
         for (int k = 0; k < G::kVec; ++k) {
           const float other = __shfl_xor_sync(r.mask, r.v[c][k], m);
-          r.v[c][k] = upper ? __fsub_rn(other, r.v[c][k]) : __fadd_rn(r.v[c][k], other);
+          r.v[c][k] = __fmaf_rn(sign, r.v[c][k], other);
         }
     }
 #pragma unroll
@@ -257,25 +258,24 @@ __device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
 
 template <class Cfg>
 __device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* dst) {
-  uint8_t bytes[2 * Cfg::kVec];
+  uint32_t words[Cfg::kVec / 2];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k) {
-    const uint16_t bits = bf16_bits(r.v[c][k]);
-    bytes[2 * k] = bits & 0xff;
-    bytes[2 * k + 1] = bits >> 8;
-  }
-  store_bytes<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, bytes);
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = bf16x2(r.v[c][k], r.v[c][k + 1]);
+  store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
 // kExactPow2: scale is a power of two, so multiplying by its exact inverse equals dividing.
 template <class Cfg, bool kExactPow2>
 __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst) {
-  uint8_t codes[Cfg::kVec];
   const float inv_scale = kExactPow2 ? __frcp_rn(scale) : 0.f;
+  float q[Cfg::kVec];
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; ++k)
-    codes[k] = e4m3(kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : __fdiv_rn(r.v[c][k], scale));
-  store_bytes<Cfg::kVec, Cfg::kStoreAlign>(dst, codes);
+    q[k] = kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : __fdiv_rn(r.v[c][k], scale);
+  uint32_t words[(Cfg::kVec + 3) / 4] = {};
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
+  store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
 // Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row.
@@ -300,12 +300,11 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int 
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk_amax(r, c), r.mask), kE2m1Max);
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
-    uint8_t packed[Cfg::kVec / 2];
+    uint32_t packed[1] = {0};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; k += 2)
-      packed[k / 2] = e2m1(__fmul_rn(r.v[c][k], inv_scale)) | (e2m1(__fmul_rn(r.v[c][k + 1], inv_scale)) << 4);
+    for (int k = 0; k < Cfg::kVec; ++k) packed[0] |= e2m1(__fmul_rn(r.v[c][k], inv_scale)) << (4 * k);
     const int dim = r.first(c);
-    store_bytes<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
+    store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
     if ((r.lane & (kGroupLanes - 1)) == 0)
       page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = static_cast<uint8_t>(e + 127);
   }

@@ -40,16 +40,28 @@ __device__ __forceinline__ void load_floats(const T* src, float (&dst)[N]) {
   for (int i = 0; i < N; ++i) dst[i] = to_float(elems[i]);
 }
 
-// Copies N bytes to global memory in accesses of kAlign bytes (the destination's alignment).
-template <int N, int kAlign>
-__device__ __forceinline__ void store_bytes(uint8_t* dst, const uint8_t (&src)[N]) {
-  constexpr int kStep = N < kAlign ? N : kAlign;
-  using W = typename Word<kStep>::type;
+// Stores the low kBytes of the little-endian words w, in accesses as wide as the destination's
+// alignment kAlign allows (at most 16 bytes).
+template <int kBytes, int kAlign>
+__device__ __forceinline__ void store_packed(uint8_t* dst, const uint32_t (&w)[(kBytes + 3) / 4]) {
+  static_assert(kAlign >= 4 && (kBytes < 4 || kBytes % 4 == 0), "stores are whole words into 4-byte aligned slots");
+  if constexpr (kBytes == 1) {
+    *dst = static_cast<uint8_t>(w[0]);
+  } else if constexpr (kBytes == 2) {
+    *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w[0]);
+  } else {
+    constexpr int kStep = kBytes < kAlign ? kBytes : (kAlign < 16 ? kAlign : 16);
 #pragma unroll
-  for (int i = 0; i < N; i += kStep) {
-    W word;
-    memcpy(&word, src + i, kStep);
-    *reinterpret_cast<W*>(dst + i) = word;
+    for (int i = 0; i < kBytes / kStep; ++i) {
+      constexpr int kWords = kStep / 4;
+      if constexpr (kWords == 4) {
+        *reinterpret_cast<uint4*>(dst + 16 * i) = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      } else if constexpr (kWords == 2) {
+        *reinterpret_cast<uint2*>(dst + 8 * i) = make_uint2(w[2 * i], w[2 * i + 1]);
+      } else {
+        *reinterpret_cast<uint32_t*>(dst + 4 * i) = w[i];
+      }
+    }
   }
 }
 
@@ -76,12 +88,15 @@ constexpr float kE4m3Max = 448.0f;
 constexpr float kE2m1Max = 6.0f;
 constexpr float kAmaxFloor = 1e-4f;
 
-__device__ __forceinline__ uint8_t e4m3(float q) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+// Two e4m3 codes (round-to-nearest-even, saturating): a in the low byte, b in the high byte.
+__device__ __forceinline__ uint32_t e4m3x2(float a, float b) {
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
 }
 
-__device__ __forceinline__ uint16_t bf16_bits(float v) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+// Two bf16 values (round-to-nearest-even): a in the low half, b in the high half.
+__device__ __forceinline__ uint32_t bf16x2(float a, float b) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 __device__ __forceinline__ float bf16_round(float v) {
@@ -101,12 +116,15 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax, float qmax) {
   return ceil_log2(__fdiv_rn(fmaxf(amax, kAmaxFloor), qmax));
 }
 
-// e2m1 code: magnitude index by the thresholds of LAYOUTS.md (strictly above rounds up),
-// sign in bit 3 for negative inputs.
-__device__ __forceinline__ uint8_t e2m1(float q) {
+// e2m1 code: magnitude index by the thresholds of LAYOUTS.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5;
+// strictly above rounds up), sign in bit 3 for negative inputs. Up to 2 the thresholds are
+// 0.5 apart, so the index there is ceil(2a - 0.5), computed exactly (one FMA, one rounding-up
+// convert); the three wider steps above 2 are counted with compares.
+__device__ __forceinline__ uint32_t e2m1(float q) {
   const float a = fabsf(q);
-  const uint8_t mag = (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
-  return mag | (signbit(q) ? 8 : 0);
+  const int low = min(__float2int_ru(__fmaf_rn(2.f, a, -0.5f)), 4);
+  const int mag = low + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
+  return static_cast<uint32_t>(mag) | (signbit(q) ? 8u : 0u);
 }
 
 }  // namespace kernelgen
