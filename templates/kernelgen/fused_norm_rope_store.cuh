@@ -264,14 +264,15 @@ __device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* ds
   store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
-// kExactPow2: scale is a power of two, so multiplying by its exact inverse equals dividing.
+// Codes of v / scale. kExactPow2: scale is a power of two, so multiplying by its exact inverse
+// equals dividing; otherwise the division is done as a correctly rounded multiply-and-correct.
 template <class Cfg, bool kExactPow2>
 __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst) {
-  const float inv_scale = kExactPow2 ? __frcp_rn(scale) : 0.f;
+  const float inv_scale = __frcp_rn(scale);
   float q[Cfg::kVec];
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; ++k)
-    q[k] = kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : __fdiv_rn(r.v[c][k], scale);
+    q[k] = kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : div_rn_by(r.v[c][k], scale, inv_scale);
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));

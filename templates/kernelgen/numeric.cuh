@@ -109,6 +109,15 @@ __device__ __forceinline__ int ceil_log2(float v) {
   return static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0);
 }
 
+// a / b correctly rounded, given inv_b = RN(1 / b), for the normal range the quantizers see:
+// q = RN(a * inv_b) is within an ulp, the remainder a - q*b is exact in one FMA, and one
+// correction step RN(q + r * inv_b) rounds correctly (Markstein). CUDA's own div.rn takes the
+// same path after a check for special ranges; here b is a positive normal scale and |a/b| <= 448.
+__device__ __forceinline__ float div_rn_by(float a, float b, float inv_b) {
+  const float q = __fmul_rn(a, inv_b);
+  return __fmaf_rn(__fmaf_rn(-q, b, a), inv_b, q);
+}
+
 __device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
 
 // UE8M0 exponent of the power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)).
