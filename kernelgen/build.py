@@ -18,7 +18,7 @@ from .buildplan import Unit, build_key, first_error_line, headers_digest, ninja_
 from .errors import BuildError, GuardViolation, ToolchainError
 from .guards import precheck, violations
 from .layout import layout_of
-from .render import render_variant, store_align
+from .render import render_variant
 from .toolchain import Toolchain
 from .variant import Variant
 
@@ -61,8 +61,7 @@ def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...]) 
     headers = headers_digest(read_headers())
     out = []
     for v in variants:
-        precheck(v)
-        source = render_variant(v)
+        source = render_variant(v)  # prechecks the guards first
         out.append(Planned(v, source, build_key(source, headers, toolchain, archs)))
     return out
 
@@ -95,6 +94,7 @@ def locked(paths: list[Path]) -> Iterator[None]:
 def run_ninja(build_dir: Path, jobs: int | None) -> str:
     """Run ninja, keeping going past failed units (each unit's log says why). Returns ninja's own output;
     raises BuildError when ninja itself failed before running any unit."""
+    jobs = jobs if jobs is not None else knobs.jobs()
     if jobs is not None and jobs < 1:
         raise ToolchainError(f"--jobs must be at least 1, got {jobs}")
     command = ["ninja", "-k", "0"] + (["-j", str(jobs)] if jobs else [])
@@ -132,13 +132,14 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     root = kernels_dir(cache_dir)
     planned = plan(variants, toolchain, archs)
     artifacts = [artifact_for(p, root) for p in planned]
-    missing = [(p, a) for p, a in zip(planned, artifacts) if not is_published(a)]
+    # The same variant named twice builds once (and must not take its lock twice).
+    missing = list({a.directory: (p, a) for p, a in zip(planned, artifacts) if not is_published(a)}.values())
     if missing:
         locks = [root / "locks" / f"{a.directory.name}.lock" for _, a in missing]
         with locked(locks):
             todo = [(p, a) for p, a in missing if not is_published(a)]
             if todo:
-                _build_locked(todo, toolchain, archs, root, jobs if jobs is not None else knobs.jobs())
+                _build_locked(todo, toolchain, archs, root, jobs)
     return artifacts
 
 
@@ -174,9 +175,11 @@ def _read_log(path: Path) -> str:
 
 
 def _unit_log(staging: Path, u: Unit) -> str:
-    for log in (staging / (u.output.rsplit(".", 1)[0] + ".o.log"), staging / (u.output + ".log")):
-        if _read_log(log).strip():
-            return _read_log(log)
+    """nvcc's output for a failed unit: the compile log, else the link log."""
+    for log in (staging / (u.object + ".log"), staging / (u.output + ".log")):
+        text = _read_log(log)
+        if text.strip():
+            return text
     return "(nvcc printed nothing)"
 
 
@@ -204,7 +207,6 @@ class CheckResult:
     arch: str
     ok: bool
     message: str  # "" when ok; nvcc's first error or the guard message otherwise
-    seconds: float = 0.0
 
 
 def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
@@ -217,7 +219,7 @@ def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
         if violations(v):
             kept.append(v)
             continue
-        key = (replace(v, name="", page_size=0), store_align(layout_of(v)))
+        key = (replace(v, name="", page_size=0), layout_of(v).store_align)
         if key not in seen:
             seen.add(key)
             kept.append(v)
@@ -243,12 +245,9 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
             units += [Unit(v.name, f"{v.name}.cu", (arch,), f"{v.name}.{arch}.o") for arch in archs]
         if units:
             (work / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=False))
-            start = time.monotonic()
-            run_ninja(work, jobs if jobs is not None else knobs.jobs())
-            per_unit = (time.monotonic() - start) / len(units)
+            run_ninja(work, jobs)
             for u in units:
                 ok = (work / u.output).is_file()
-                log = "" if ok else _read_log(work / (u.output + ".log")) or "(nvcc printed nothing)"
-                results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(log), per_unit))
+                results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(_unit_log(work, u))))
     order = {v.name: i for i, v in enumerate(variants)}
     return sorted(results, key=lambda r: (order[r.variant], archs.index(r.arch)))

@@ -21,6 +21,11 @@ class Unit:
     archs: tuple[str, ...]
     output: str  # .so (build) or .o (compile-only check), relative to the build dir
 
+    @property
+    def object(self) -> str:
+        """The compiled object: the output itself for a compile-only unit, else beside the .so."""
+        return self.output if self.output.endswith(".o") else self.output.rsplit(".", 1)[0] + ".o"
+
 
 def headers_digest(headers: dict[str, bytes]) -> str:
     h = hashlib.sha256()
@@ -67,10 +72,10 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
         "",
     ]
     for u in units:
-        obj = u.output if not link else u.output.rsplit(".", 1)[0] + ".o"
-        lines += [f"build {_escape(obj)}: compile {_escape(u.source)}", f"  gencode = {' '.join(gencode_flags(u.archs))}"]
+        lines += [f"build {_escape(u.object)}: compile {_escape(u.source)}",
+                  f"  gencode = {' '.join(gencode_flags(u.archs))}"]
         if link:
-            lines.append(f"build {_escape(u.output)}: link {_escape(obj)}")
+            lines.append(f"build {_escape(u.output)}: link {_escape(u.object)}")
     return "\n".join(lines) + "\n"
 
 

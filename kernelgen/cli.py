@@ -10,14 +10,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import __version__, resources
+from . import __version__
 from . import toolchain as tc
 from .errors import KernelgenError
 from .guards import GUARDS, violations
 from .launch import resolve
 from .layout import layout_of
 from .render import render_variant
-from .spec import Spec, load_spec
+from .spec import Spec, load_spec, shipped_specs
 from .variant import Variant
 
 CHECK_TARGETS = "sm_90a,sm_100a,sm_120a"
@@ -26,7 +26,7 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 
 def _specs(paths: list[str]) -> list[Spec]:
-    return [load_spec(p) for p in paths] if paths else [load_spec(p) for p in resources.shipped_specs()]
+    return [load_spec(p) for p in paths] if paths else shipped_specs()
 
 
 def _status(v: Variant) -> str:
@@ -97,7 +97,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from .build import compile_only, one_per_layout
 
-    archs = check_archs(args.arch)
+    archs = tc.resolve_archs(args.arch, fallback=CHECK_TARGETS)  # check needs no GPU
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     skipped = 0
     if not args.all:
@@ -122,11 +122,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def check_archs(explicit: str | None) -> tuple[str, ...]:
-    """--arch, else KERNELGEN_CUDA_ARCH_LIST, else the portable set: check needs no GPU."""
-    from . import knobs
-
-    return tc.resolve_archs(explicit) if explicit or knobs.arch_list() else tc.parse_arch_list(CHECK_TARGETS)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -30,8 +30,6 @@ JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: nin
 CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
 
-ALL: tuple[Knob, ...] = (CACHE_DIR, CUDA_ARCH_LIST, JOBS, CUDA_HOME, XDG_CACHE_HOME)
-
 
 def cache_dir() -> Path:
     explicit = CACHE_DIR.get()
@@ -54,7 +52,7 @@ def jobs() -> int | None:
 
 
 def cuda_home() -> Path:
-    return Path(CUDA_HOME.get() or "/usr/local/cuda")
+    return Path(CUDA_HOME.get() or "")
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .layout import FLASHMLA_GROUP, FP4_GROUP
 from .variant import Launch, Variant
 
 # Defaults from a launch sweep on the H200 (tools/results/h200_sweep_launch.log): 16 values
@@ -11,7 +12,7 @@ from .variant import Launch, Variant
 DEFAULT_BLOCK_THREADS = 64
 DEFAULT_VALUES_PER_THREAD = 16
 MAX_THREADS_PER_TOKEN = 32  # a token's threads must share one warp (shuffles)
-_SCALE_GROUP = {"fp4_e2m1": 32, "fp8_flashmla": 64}  # dims one scale covers: must lie within a load step
+_SCALE_GROUP = {"fp4_e2m1": FP4_GROUP, "fp8_flashmla": FLASHMLA_GROUP}  # must lie within one load step
 
 
 def _largest_pow2_divisor(n: int, cap: int) -> int:
@@ -44,13 +45,6 @@ class Geometry:
     vec: int
     chunks: int  # vector loads per thread
     per_thread: int  # elements each thread holds
-
-    @property
-    def block_threads(self) -> int:
-        return self.threads_per_token * self.tokens_per_block
-
-    def grid(self, num_tokens: int) -> int:
-        return -(-num_tokens // self.tokens_per_block)
 
 
 def geometry(v: Variant) -> Geometry:

@@ -49,6 +49,15 @@ class Layout:
                        f"{', '.join(f.name for f in self.fields)}")
 
     @property
+    def store_align(self) -> int:
+        """Widest access (4..16 B) every value-field address of this layout is aligned to."""
+        def low_bit(n: int) -> int:
+            return n & -n if n else 16
+
+        value_fields = [f for f in self.fields if f.encoding in ("bf16", "e4m3", "e2m1x2")]
+        return min([16, low_bit(self.page_bytes)] + [min(low_bit(f.base), low_bit(f.stride)) for f in value_fields])
+
+    @property
     def written_bytes_per_token(self) -> int:
         return sum(f.size for f in self.fields)
 

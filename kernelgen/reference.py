@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from . import codec
 from .launch import geometry, resolve
 from .layout import Layout, layout_of, write_fields
-from .render import hadamard_scale
 from .variant import Variant
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ def _hadamard(v: Variant, y: torch.Tensor) -> torch.Tensor:
         a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
         y = torch.stack([a + b, a - b], dim=2).reshape(n, d)
         m *= 2
-    return y * torch.tensor(hadamard_scale(d), dtype=torch.float32, device=y.device)
+    return y * torch.tensor(v.hadamard_scale, dtype=torch.float32, device=y.device)
 
 
 def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,

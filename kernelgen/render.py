@@ -1,7 +1,6 @@
 """Render a variant into CUDA source through the one strict Jinja environment."""
 from __future__ import annotations
 
-import math
 import struct
 from functools import lru_cache
 from typing import Any
@@ -9,7 +8,6 @@ from typing import Any
 import jinja2
 
 from . import __version__, resources
-from .errors import GuardViolation
 from .guards import GUARDS, precheck
 from .launch import resolve
 from .layout import Layout, layout_of
@@ -37,21 +35,6 @@ def f32_literal(value: float) -> str:
     """A C++ float literal that round-trips the float32 nearest to value."""
     f32 = struct.unpack("f", struct.pack("f", value))[0]
     return f"{f32:.9g}f" if "." in f"{f32:.9g}" or "e" in f"{f32:.9g}" else f"{f32:.9g}.0f"
-
-
-def hadamard_scale(head_dim: int) -> float:
-    return struct.unpack("f", struct.pack("f", 1.0 / math.sqrt(head_dim)))[0]
-
-
-def _low_bit(n: int) -> int:
-    return n & -n if n else 1 << 30
-
-
-def store_align(layout: Layout) -> int:
-    """Widest access (<= 16 B) that every value-field address of this layout is aligned to."""
-    value_fields = [f for f in layout.fields if f.encoding in ("bf16", "e4m3", "e2m1x2")]
-    align = min([16, _low_bit(layout.page_bytes)] + [min(_low_bit(f.base), _low_bit(f.stride)) for f in value_fields])
-    return max(align, 1)
 
 
 def _field_constants(layout: Layout) -> dict[str, int]:
@@ -103,12 +86,12 @@ def context(v: Variant) -> dict[str, Any]:
         "norm_enum": _NORM_ENUM[v.norm],
         "norm_bias": _cpp_bool(v.norm_bias),
         "hadamard": _cpp_bool(v.hadamard),
-        "hadamard_scale": f32_literal(hadamard_scale(v.head_dim) if v.hadamard else 1.0),
+        "hadamard_scale": f32_literal(v.hadamard_scale if v.hadamard else 1.0),
         "store_enum": _STORE_ENUM[v.store],
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
         "page_size": v.page_size,
         "page_bytes": layout.page_bytes,
-        "store_align": store_align(layout),
+        "store_align": layout.store_align,
         "threads_per_token": lo.threads_per_token,
         "tokens_per_block": lo.tokens_per_block,
         "vec": lo.vec,
@@ -126,5 +109,3 @@ def render_variant(v: Variant, check: bool = True) -> str:
         precheck(v)
     return environment().get_template(TEMPLATE).render(**context(v))
 
-
-__all__ = ["render_variant", "context", "environment", "GuardViolation"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +96,22 @@ def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> A
     return value
 
 
-def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> Launch:
+def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int]:
+    """A (possibly partial) launch table; layers merge key by key, see _layer."""
     table = _mapping(src, path, raw, "launch")
     _check_keys(src, path, table, LAUNCH_KEYS, "launch")
     for key, value in table.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise _fail(src, path + (key,), f"launch.{key} must be a positive integer, got {value!r}")
-    return Launch(**table)
+    return dict(table)
+
+
+def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Settings of `top` over `base`; a partial launch table overrides only the keys it names."""
+    merged = {**base, **top}
+    if "launch" in base and "launch" in top:
+        merged["launch"] = {**base["launch"], **top["launch"]}
+    return merged
 
 
 def _axes(src: Located, path: tuple[Any, ...], table: dict[str, Any]) -> dict[str, Any]:
@@ -141,10 +150,12 @@ def axis_example(axis: str) -> str:
     return {int: "64, 128", bool: "true, false"}[kind]
 
 
-def _make(src: Located, spec_name: str, name: str, settings: dict[str, Any], path: tuple[Any, ...]) -> Variant:
+def _make(src: Located, spec_name: str, name: Any, settings: dict[str, Any], path: tuple[Any, ...],
+          name_path: tuple[Any, ...] | None = None) -> Variant:
     problem = _identifier_problem(name)
     if problem:
-        raise _fail(src, path, f"variant name {problem}")
+        raise _fail(src, name_path or path, f"variant name {problem}")
+    settings = {**settings, "launch": Launch(**settings.get("launch", {}))}
     return Variant(name=name, spec_name=spec_name, origin=str(src.at(path)), **settings)
 
 
@@ -167,7 +178,7 @@ def parse_spec(text: str, file: str) -> Spec:
         matrix = _mapping(src, ("matrix",), top["matrix"], "matrix")
         for point in _matrix_points(src, matrix):
             name = "_".join([spec_name, *(short_name(a, v) for a, v in point.items())])
-            variants.append(_make(src, spec_name, name, {**defaults, **point}, ("matrix",)))
+            variants.append(_make(src, spec_name, name, _layer(defaults, point), ("matrix",)))
     variants = _apply_overrides(src, top, variants, spec_name)
     variants += _listed(src, top, defaults, spec_name)
     if not variants:
@@ -187,8 +198,8 @@ def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant],
         table = _mapping(src, path, table, f"overrides.{name}")
         _check_keys(src, path, table, VARIANT_KEYS[1:], "override")
         old = by_name[name]
-        settings = {a: getattr(old, a) for a in (*AXES, "launch")} | _axes(src, path, table)
-        by_name[name] = _make(src, spec_name, name, settings, path)
+        inherited = {a: getattr(old, a) for a in AXES} | {"launch": {k: n for k, n in asdict(old.launch).items() if n}}
+        by_name[name] = _make(src, spec_name, name, _layer(inherited, _axes(src, path, table)), path)
     return list(by_name.values())
 
 
@@ -203,11 +214,8 @@ def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_na
         _check_keys(src, path, table, VARIANT_KEYS, "variant")
         if "name" not in table:
             raise _fail(src, path, "each listed variant needs a 'name:'")
-        name = table["name"]
-        problem = _identifier_problem(name)
-        if problem:
-            raise _fail(src, path + ("name",), f"variant name {problem}")
-        out.append(_make(src, spec_name, name, {**defaults, **_axes(src, path, table)}, path))
+        out.append(_make(src, spec_name, table["name"], _layer(defaults, _axes(src, path, table)), path,
+                         path + ("name",)))
     return out
 
 
@@ -217,6 +225,15 @@ def _check_unique(src: Located, variants: list[Variant]) -> None:
         if v.name in seen:
             raise SpecError(f"{v.origin}: duplicate variant name '{v.name}' (first defined at {seen[v.name].origin})")
         seen[v.name] = v
+
+
+def shipped_specs() -> list[Spec]:
+    return [load_spec(p) for p in resources.shipped_specs()]
+
+
+def shipped_variants() -> list[Variant]:
+    """Every variant of every spec that ships with kernelgen."""
+    return [v for spec in shipped_specs() for v in spec.variants]
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -39,6 +39,29 @@ def graph_replay_us(call: Callable[[], None], calls: int = 10, reps: int = 15) -
     return statistics.median(times)
 
 
+def per_call_us(call: Callable[[], object], calls: int = 2000) -> float:
+    """Host microseconds per call of a Python callable (the GPU is synchronized before and after)."""
+    import time
+
+    import torch
+
+    call()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def measure(op: Any, num_tokens: int) -> tuple[float, float]:
+    """(GPU microseconds per call by graph replay, GB/s of compulsory bytes) for an Op at num_tokens."""
+    args = launch_args(timing_inputs(op.variant, num_tokens))
+    us = graph_replay_us(lambda: op.launch(*args))
+    return us, compulsory_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9
+
+
 def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
     """Inputs for timing: random data, every row written (no padding), distinct slots."""
     import torch
@@ -48,6 +71,8 @@ def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
     inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
     slots = inputs["kvcache"].shape[0] * v.page_size
     inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
+    if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
+        inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
     return inputs
 
 

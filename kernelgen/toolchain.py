@@ -33,16 +33,22 @@ def _first_line_with(text: str, needle: str) -> str:
     return next((line.strip() for line in text.splitlines() if needle in line), text.strip().splitlines()[-1])
 
 
+def find_nvcc() -> Path | None:
+    """$CUDA_HOME/bin/nvcc, else nvcc on PATH, else None."""
+    nvcc = knobs.cuda_home() / "bin" / "nvcc"
+    if nvcc.is_file():
+        return nvcc
+    found = shutil.which("nvcc")
+    return Path(found) if found else None
+
+
 @lru_cache(maxsize=4)
 def _detect(cuda_home: str) -> Toolchain:
     home = Path(cuda_home)
-    nvcc = home / "bin" / "nvcc"
-    if not nvcc.is_file():
-        found = shutil.which("nvcc")
-        if not found:
-            raise ToolchainError(f"nvcc not found under CUDA_HOME={home} or on PATH; install the CUDA toolkit "
-                                 "or set CUDA_HOME to its root")
-        nvcc = Path(found)
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise ToolchainError(f"nvcc not found under CUDA_HOME={home} or on PATH; install the CUDA toolkit "
+                             "or set CUDA_HOME to its root")
     try:
         nvcc_out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
         cxx_out = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=True).stdout
@@ -93,13 +99,16 @@ def local_arch() -> str | None:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-def resolve_archs(explicit: str | None = None) -> tuple[str, ...]:
-    """--arch, else KERNELGEN_CUDA_ARCH_LIST, else the local GPU, else a clear error."""
+def resolve_archs(explicit: str | None = None, fallback: str | None = None) -> tuple[str, ...]:
+    """--arch, else KERNELGEN_CUDA_ARCH_LIST, else `fallback` (compile-only uses), else the local
+    GPU, else a clear error."""
     if explicit:
         return parse_arch_list(explicit)
     from_env = knobs.arch_list()
     if from_env:
         return parse_arch_list(from_env, knobs.CUDA_ARCH_LIST.name)
+    if fallback:
+        return parse_arch_list(fallback)
     local = local_arch()
     if local:
         return (local,)

@@ -1,6 +1,8 @@
 """The frozen, typed description of one kernel variant and its launch configuration."""
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal, get_args
 
@@ -50,6 +52,11 @@ class Variant:
     @property
     def elem_bytes(self) -> int:
         return DTYPE_BYTES[self.input_dtype]
+
+    @property
+    def hadamard_scale(self) -> float:
+        """1/sqrt(head_dim) rounded to float32: the orthonormal Walsh-Hadamard factor."""
+        return struct.unpack("f", struct.pack("f", 1.0 / math.sqrt(self.head_dim)))[0]
 
     @property
     def rope_begin(self) -> int:

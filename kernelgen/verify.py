@@ -111,7 +111,8 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
         elif f.encoding in ("e4m3", "e2m1x2"):
             if f.encoding == "e2m1x2":
                 a, b = codec.unpack_nibbles(a), codec.unpack_nibbles(b)
-            ra, rb = _code_rank(a, "e4m3" if f.encoding == "e4m3" else "e2m1"), _code_rank(b, f.encoding[:4])
+            encoding = f.encoding[:4]  # e4m3 or e2m1
+            ra, rb = _code_rank(a, encoding), _code_rank(b, encoding)
             diff = (ra - rb).abs()
             code_bad += int((a != b).sum())
             code_far += int((diff > 1).sum())
@@ -128,14 +129,20 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
                   scale_ulp, ue8m0_bad, outside, rel)
 
 
+def expected(v: Variant, inputs: dict[str, Any], eps: float = 1e-6) -> torch.Tensor:
+    """The cache the reference writes from inputs (a copy; inputs["kvcache"] is left alone)."""
+    want = inputs["kvcache"].clone()
+    reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], want,
+                    eps, inputs["bias"])
+    return want
+
+
 def verify(v: Variant, run: Callable[..., None], num_tokens: int, num_pages: int, device: str, seed: int) -> Report:
     """Run `run(x, weight, freqs, positions, out_loc, kvcache, eps=, bias=)` and the reference on the
     same poisoned cache and compare."""
     inputs = make_inputs(v, num_tokens, num_pages, device, seed)
     poison = inputs["kvcache"].clone()
-    want = poison.clone()
-    reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], want,
-                    1e-6, inputs["bias"])
+    want = expected(v, inputs)
     run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
         eps=1e-6, bias=inputs["bias"])
     return compare(v, inputs["kvcache"], want, poison, inputs)

@@ -44,11 +44,6 @@ def _where(file: str, mark: yaml.Mark) -> Where:
     return Where(file, mark.line + 1, mark.column + 1)
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
-    # Reuse PyYAML's resolver so `true`, `64`, `1e-6` become bool/int/float.
-    return yaml.SafeLoader.construct_scalar_node(node)  # type: ignore[attr-defined]
-
-
 class _Builder:
     def __init__(self, file: str) -> None:
         self.file = file

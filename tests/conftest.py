@@ -1,12 +1,12 @@
 """Shared fixtures: a private kernel cache per test, and tier skips with clear reasons."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelgen import knobs
+from kernelgen.toolchain import find_nvcc
 
 
 def _has_gpu() -> bool:
@@ -18,7 +18,7 @@ def _has_gpu() -> bool:
 
 
 def _has_nvcc() -> bool:
-    return (knobs.cuda_home() / "bin" / "nvcc").is_file() or shutil.which("nvcc") is not None
+    return find_nvcc() is not None
 
 
 HAS_GPU = _has_gpu()

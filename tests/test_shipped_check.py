@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgen import resources, toolchain
+from kernelgen import toolchain
 from kernelgen.build import compile_only, one_per_layout
-from kernelgen.spec import load_spec
+from kernelgen.spec import shipped_variants
 
 pytestmark = pytest.mark.build
 
@@ -13,7 +13,7 @@ TARGETS = ("sm_90a", "sm_100a", "sm_120a")
 
 
 def test_shipped_variants_compile_for_all_targets() -> None:
-    variants = [v for p in resources.shipped_specs() for v in load_spec(p).variants]
+    variants = shipped_variants()
     kept, _ = one_per_layout(variants)
     results = compile_only(kept, toolchain.detect(), TARGETS)
     failed = [(r.variant, r.arch, r.message) for r in results if not r.ok]

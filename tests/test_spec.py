@@ -139,3 +139,15 @@ def test_only_bare_names_resolve_to_shipped_specs(tmp_path) -> None:
     bad.write_bytes(b"family: fused_norm_rope_store\nname: caf\xe9\n")
     with pytest.raises(SpecError, match="not UTF-8"):
         load_spec(bad)
+
+
+def test_partial_launch_tables_merge_key_by_key() -> None:
+    spec = parse(
+        "defaults: {launch: {vec: 4}}\n"
+        "matrix: {store: [bf16]}\n"
+        "overrides:\n  t_bf16: {launch: {tokens_per_block: 16}}\n"
+        "variants:\n  - {name: a, launch: {threads_per_token: 8}}\n"
+    )
+    by = {v.name: v.launch for v in spec.variants}
+    assert (by["t_bf16"].vec, by["t_bf16"].tokens_per_block, by["t_bf16"].threads_per_token) == (4, 16, 0)
+    assert (by["a"].vec, by["a"].threads_per_token) == (4, 8)

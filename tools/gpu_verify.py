@@ -13,28 +13,21 @@ import time
 
 import torch
 
-from kernelgen import resources, toolchain
+from kernelgen import toolchain
 from kernelgen.build import build
 from kernelgen.op import Op
-from kernelgen.spec import load_spec
-from kernelgen.timing import compulsory_bytes, graph_replay_us, launch_args, timing_inputs
+from kernelgen.spec import shipped_variants
+from kernelgen.timing import measure, per_call_us, timing_inputs
 from kernelgen.verify import verify
 
 
 def time_op(op: Op, num_tokens: int) -> tuple[float, float, float]:
-    """(GPU microseconds per call from CUDA-graph replay, effective GB/s of compulsory bytes,
-    host microseconds per checked call at 8 tokens)."""
-    inputs = timing_inputs(op.variant, num_tokens)
-    args = launch_args(inputs)
-    us = graph_replay_us(lambda: op.launch(*args))
+    """(GPU us per call, GB/s of compulsory bytes, host us per checked call at 8 tokens)."""
+    us, gbps = measure(op, num_tokens)
     small = timing_inputs(op.variant, 8)
-    t0 = time.perf_counter()
-    for _ in range(200):
-        op(small["x"], small["weight"], small["freqs"], small["positions"], small["out_loc"], small["kvcache"],
-           bias=small["bias"])
-    host_us = (time.perf_counter() - t0) / 200 * 1e6
-    torch.cuda.synchronize()
-    return us, compulsory_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9, host_us
+    host_us = per_call_us(lambda: op(small["x"], small["weight"], small["freqs"], small["positions"],
+                                     small["out_loc"], small["kvcache"], bias=small["bias"]), 200)
+    return us, gbps, host_us
 
 
 def main() -> int:
@@ -43,7 +36,7 @@ def main() -> int:
     ap.add_argument("--time-tokens", type=int, default=262144)
     ap.add_argument("--json")
     args = ap.parse_args()
-    variants = [v for p in resources.shipped_specs() for v in load_spec(p).variants]
+    variants = shipped_variants()
     t0 = time.monotonic()
     artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None))
     print(f"built {len(artifacts)} variants in {time.monotonic() - t0:.1f} s on {torch.cuda.get_device_name()}")
@@ -54,14 +47,15 @@ def main() -> int:
         op = Op(a)
         reports = [verify(op.variant, op, n, 4, "cuda", seed=seed * 10 + i) for i, n in enumerate((args.tokens, 3))]
         us, gbs, host_us = time_op(op, args.time_tokens)
-        merged = reports[0]
-        ok &= all(r.ok for r in reports)
+        first = reports[0]
+        passed = all(r.ok for r in reports)
+        ok &= passed
         rows.append({"reports": [r.as_dict() for r in reports], "time_us": us, "gbps": gbs, "host_us": host_us,
                      "time_tokens": args.time_tokens})
-        print(f"{merged.variant:34} {merged.written_rows:5d} {merged.skipped_rows:4d} {merged.bf16_mismatches:6d} "
-              f"{merged.code_mismatches:6d} {merged.code_far:3d} {merged.codes_total:8d} {merged.scale_max_ulp:3d} "
-              f"{merged.ue8m0_mismatches:5d} {merged.outside_changed:7d} {merged.rel_err:8.2e} {us:8.1f} {gbs:6.0f} {host_us:5.1f}"
-              + ("" if all(r.ok for r in reports) else "  FAIL"))
+        print(f"{first.variant:34} {first.written_rows:5d} {first.skipped_rows:4d} {first.bf16_mismatches:6d} "
+              f"{first.code_mismatches:6d} {first.code_far:3d} {first.codes_total:8d} {first.scale_max_ulp:3d} "
+              f"{first.ue8m0_mismatches:5d} {first.outside_changed:7d} {first.rel_err:8.2e} {us:8.1f} {gbs:6.0f} {host_us:5.1f}"
+              + ("" if passed else "  FAIL"))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(), "variants": rows}, fh, indent=1)

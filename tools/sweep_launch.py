@@ -19,7 +19,7 @@ from kernelgen.guards import violations
 from kernelgen.launch import resolve
 from kernelgen.op import Op
 from kernelgen.spec import load_spec
-from kernelgen.timing import compulsory_bytes, graph_replay_us, launch_args, timing_inputs
+from kernelgen.timing import measure
 from kernelgen.variant import Launch, Variant
 
 BASES = [("dsv4_indexer", "dsv4_indexer_fp8_p64"), ("dsv4_indexer", "dsv4_indexer_bf16_p64"),
@@ -52,11 +52,7 @@ def main() -> int:
         op = Op(a)
         row = {"variant": a.variant.name, "launch": a.variant.launch.describe()}
         for n in args.tokens:
-            inputs = timing_inputs(op.variant, n)
-            call_args = launch_args(inputs)
-            us = graph_replay_us(lambda: op.launch(*call_args))
-            row[f"us_{n}"] = us
-            row[f"gbps_{n}"] = compulsory_bytes(op.variant, n) / (us * 1e-6) / 1e9
+            row[f"us_{n}"], row[f"gbps_{n}"] = measure(op, n)
         rows.append(row)
         print(f"{row['variant']:40} " + " ".join(f"{row[f'us_{n}']:8.1f}us {row[f'gbps_{n}']:6.0f}GB/s" for n in args.tokens))
     if args.json:

@@ -24,8 +24,6 @@ __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 // ---- vector memory access ------------------------------------------------------------
 
 template <int kBytes> struct Word;
-template <> struct Word<1> { using type = uint8_t; };
-template <> struct Word<2> { using type = uint16_t; };
 template <> struct Word<4> { using type = uint32_t; };
 template <> struct Word<8> { using type = uint2; };
 template <> struct Word<16> { using type = uint4; };
