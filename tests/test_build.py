@@ -28,7 +28,8 @@ def variant(name: str = NAME):
 
 
 def test_build_publishes_once_then_hits_the_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    [a] = build([variant()], toolchain.detect(), ARCH, cache_dir)
+    [a, twin] = build([variant(), variant()], toolchain.detect(), ARCH, cache_dir)  # named twice: built once
+    assert twin.directory == a.directory
     assert a.library.is_file() and a.source.is_file() and (a.directory / "manifest.json").is_file()
     assert a.directory.parent == kernels_dir(cache_dir)
     assert not list(kernels_dir(cache_dir).glob(".staging-*"))
