@@ -9,3 +9,4 @@ export KERNELGEN_CACHE_DIR=/tmp/kgcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv
 python3 tools/gpu_verify.py --json "$OUT/verify.json" 2>&1 | tee "$OUT/verify.log"
 python3 -m pytest -q -m gpu -x "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -30
+python3 tools/host_profile.py 2>&1 | tee "$OUT/host_profile.log"
