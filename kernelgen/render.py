@@ -33,8 +33,8 @@ def environment() -> jinja2.Environment:
 
 def f32_literal(value: float) -> str:
     """A C++ float literal that round-trips the float32 nearest to value."""
-    f32 = struct.unpack("f", struct.pack("f", value))[0]
-    return f"{f32:.9g}f" if "." in f"{f32:.9g}" or "e" in f"{f32:.9g}" else f"{f32:.9g}.0f"
+    text = f"{struct.unpack('f', struct.pack('f', value))[0]:.9g}"
+    return f"{text}f" if "." in text or "e" in text else f"{text}.0f"
 
 
 def _field_constants(layout: Layout) -> dict[str, int]:
