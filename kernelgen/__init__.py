@@ -3,12 +3,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (BuildError, GuardViolation, KernelgenError, LayoutMismatch, SpecError,  # noqa: E402
-                     ToolchainError, TuningError)
-from .layout import Layout, layout_of  # noqa: E402
-from .op import Op, load, load_variant  # noqa: E402
-from .spec import Spec, load_spec, parse_spec  # noqa: E402
-from .variant import Launch, Variant  # noqa: E402
+from .errors import BuildError, GuardViolation, KernelgenError, LayoutMismatch, SpecError, ToolchainError, TuningError  # noqa: E402
+from .layout.layout import Layout, layout_of  # noqa: E402
+from .runtime.op import Op, load, load_variant  # noqa: E402
+from .spec.parse import Spec, load_spec, parse_spec  # noqa: E402
+from .spec.variant import Launch, Variant  # noqa: E402
 
 __all__ = [
     "BuildError", "GuardViolation", "KernelgenError", "LayoutMismatch", "SpecError", "ToolchainError", "TuningError",

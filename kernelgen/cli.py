@@ -11,14 +11,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from . import toolchain as tc
+from .build import toolchain as tc
+from .codegen.guards import GUARDS, violations
+from .codegen.launch import resolve
+from .codegen.render import render_variant
 from .errors import KernelgenError
-from .guards import GUARDS, violations
-from .launch import resolve
-from .layout import layout_of
-from .render import render_variant
-from .spec import Spec, load_spec, shipped_specs
-from .variant import Variant
+from .layout.layout import layout_of
+from .spec.parse import Spec, load_spec, shipped_specs
+from .spec.variant import Variant
 
 CHECK_TARGETS = "sm_90a,sm_100a,sm_120a"
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -95,7 +95,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .build import compile_only, one_per_layout
+    from .build.lifecycle import compile_only, one_per_layout
 
     archs = tc.resolve_archs(args.arch, fallback=CHECK_TARGETS)  # check needs no GPU
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
@@ -125,7 +125,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build
+    from .build.lifecycle import build
 
     archs = tc.resolve_archs(args.arch)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]

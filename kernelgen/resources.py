@@ -6,7 +6,6 @@ from pathlib import Path
 
 from .errors import SpecError
 
-
 _CHECKOUT = Path(__file__).resolve().parents[1]
 
 

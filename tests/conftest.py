@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kernelgen import knobs
-from kernelgen.toolchain import find_nvcc
+from kernelgen.build.toolchain import find_nvcc
 
 
 def _has_gpu() -> bool:

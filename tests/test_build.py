@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgen import build as build_mod
-from kernelgen import toolchain
-from kernelgen.build import build, kernels_dir
+from kernelgen.build import lifecycle as build_mod
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import build, kernels_dir
 from kernelgen.cli import main
 from kernelgen.errors import BuildError, LayoutMismatch
-from kernelgen.op import load
-from kernelgen.spec import load_spec
+from kernelgen.runtime.op import load
+from kernelgen.spec.parse import load_spec
 
 pytestmark = pytest.mark.build
 
@@ -82,9 +82,9 @@ def test_failed_compile_reports_nvcc_and_publishes_nothing(cache_dir: Path, monk
 def test_two_processes_build_one_key_once(cache_dir: Path) -> None:
     script = textwrap.dedent(f"""
         from pathlib import Path
-        from kernelgen import toolchain
-        from kernelgen.build import build
-        from kernelgen.spec import load_spec
+        from kernelgen.build import toolchain
+        from kernelgen.build.lifecycle import build
+        from kernelgen.spec.parse import load_spec
         v = load_spec("dsv4_indexer").variant("dsv4_indexer_bf16_p1")
         [a] = build([v], toolchain.detect(), ("sm_90a",), Path({str(cache_dir)!r}))
         print(a.library)

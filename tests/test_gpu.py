@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from kernelgen import guards, toolchain
-from kernelgen.build import build
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import build
+from kernelgen.codegen import guards
 from kernelgen.errors import LayoutMismatch
-from kernelgen.op import Op
-from kernelgen.spec import shipped_variants
-from kernelgen.variant import AXES, Variant
-from kernelgen.verify import expected, make_inputs, verify
+from kernelgen.measure.inputs import make_inputs
+from kernelgen.measure.verify import expected, verify
+from kernelgen.runtime.op import Op
+from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.variant import AXES, Variant
 
 pytestmark = pytest.mark.gpu
 

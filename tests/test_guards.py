@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgen import toolchain
-from kernelgen.build import compile_only
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import compile_only
+from kernelgen.codegen.guards import GUARDS, precheck, violations
+from kernelgen.codegen.render import render_variant
 from kernelgen.errors import GuardViolation
-from kernelgen.guards import GUARDS, precheck, violations
-from kernelgen.render import render_variant
-from kernelgen.variant import Launch, Variant
+from kernelgen.spec.variant import Launch, Variant
 
 # One variant per guard that breaks that guard and no other.
 VIOLATIONS: dict[str, Variant] = {

@@ -4,10 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelgen import codec
 from kernelgen.errors import LayoutMismatch
-from kernelgen.layout import layout_of, read_fields, write_fields
-from kernelgen.variant import Variant
+from kernelgen.layout import codec
+from kernelgen.layout.pages import pages_of as layout_of
+from kernelgen.layout.pages import read_fields, write_fields
+from kernelgen.spec.variant import Variant
 
 pytestmark = pytest.mark.pure
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from kernelgen import reference
-from kernelgen.variant import Variant
+from kernelgen.measure import reference
+from kernelgen.spec.variant import Variant
 
 pytestmark = pytest.mark.pure
 

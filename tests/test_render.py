@@ -6,11 +6,11 @@ from dataclasses import replace
 import jinja2
 import pytest
 
-from kernelgen.buildplan import Unit, build_key, first_error_line, ninja_text, trim_nvcc
-from kernelgen.render import environment, f32_literal, render_variant
-from kernelgen.spec import load_spec
-from kernelgen.toolchain import Toolchain, gencode_flags, parse_arch_list
+from kernelgen.build.buildplan import Unit, build_key, first_error_line, gencode_flags, ninja_text, trim_nvcc
+from kernelgen.build.toolchain import Toolchain, parse_arch_list
+from kernelgen.codegen.render import environment, f32_literal, render_variant
 from kernelgen.errors import ToolchainError
+from kernelgen.spec.parse import load_spec
 
 pytestmark = pytest.mark.pure
 
@@ -86,7 +86,7 @@ def test_float_literals_round_trip() -> None:
 
 
 def test_one_per_layout_keeps_each_layout_once() -> None:
-    from kernelgen.build import one_per_layout
+    from kernelgen.build.lifecycle import one_per_layout
 
     variants = list(load_spec("dsv4_indexer").variants)
     kept, dropped = one_per_layout(variants)

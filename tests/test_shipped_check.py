@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgen import toolchain
-from kernelgen.build import compile_only, one_per_layout
-from kernelgen.spec import shipped_variants
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import compile_only, one_per_layout
+from kernelgen.spec.parse import shipped_variants
 
 pytestmark = pytest.mark.build
 

@@ -6,7 +6,7 @@ import pytest
 from kernelgen import resources
 from kernelgen.cli import main
 from kernelgen.errors import SpecError
-from kernelgen.spec import load_spec, parse_spec
+from kernelgen.spec.parse import load_spec, parse_spec
 
 pytestmark = pytest.mark.pure
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelgen import reference
-from kernelgen.variant import Variant
-from kernelgen.verify import verify
+from kernelgen.measure import reference
+from kernelgen.measure.verify import verify
+from kernelgen.spec.variant import Variant
 
 pytestmark = pytest.mark.pure
 

@@ -13,12 +13,13 @@ import time
 
 import torch
 
-from kernelgen import toolchain
-from kernelgen.build import build
-from kernelgen.op import Op
-from kernelgen.spec import shipped_variants
-from kernelgen.timing import measure, per_call_us, timing_inputs
-from kernelgen.verify import verify
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import build
+from kernelgen.measure.inputs import timing_inputs
+from kernelgen.measure.timing import measure, per_call_us
+from kernelgen.measure.verify import verify
+from kernelgen.runtime.op import Op
+from kernelgen.spec.parse import shipped_variants
 
 
 def time_op(op: Op, num_tokens: int) -> tuple[float, float, float]:

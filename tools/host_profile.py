@@ -8,7 +8,8 @@ import sys
 import torch
 
 from kernelgen import load
-from kernelgen.timing import launch_args, per_call_us, timing_inputs
+from kernelgen.measure.inputs import timing_inputs
+from kernelgen.measure.timing import launch_args, per_call_us
 
 
 def main() -> int:

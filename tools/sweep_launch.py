@@ -13,14 +13,14 @@ from dataclasses import replace
 
 import torch
 
-from kernelgen import toolchain
-from kernelgen.build import build
-from kernelgen.guards import violations
-from kernelgen.launch import resolve
-from kernelgen.op import Op
-from kernelgen.spec import load_spec
-from kernelgen.timing import measure
-from kernelgen.variant import Launch, Variant
+from kernelgen.build import toolchain
+from kernelgen.build.lifecycle import build
+from kernelgen.codegen.guards import violations
+from kernelgen.codegen.launch import resolve
+from kernelgen.measure.timing import measure
+from kernelgen.runtime.op import Op
+from kernelgen.spec.parse import load_spec
+from kernelgen.spec.variant import Launch, Variant
 
 BASES = [("dsv4_indexer", "dsv4_indexer_fp8_p64"), ("dsv4_indexer", "dsv4_indexer_bf16_p64"),
          ("dsv4_indexer", "dsv4_indexer_fp4_p64"), ("dsv4_mainkv", "dsv4_mainkv_fp8mla_p64"),

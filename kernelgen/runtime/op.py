@@ -5,13 +5,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import toolchain as tc
-from .build import Artifact, build
-from .errors import LayoutMismatch
-from .layout import Layout, layout_of
-from .launch import resolve
-from .spec import load_spec
-from .variant import TORCH_DTYPES, Variant
+from ..build import toolchain as tc
+from ..build.lifecycle import Artifact, build
+from ..codegen.launch import resolve
+from ..errors import LayoutMismatch
+from ..layout.layout import Layout
+from ..layout.pages import pages_of
+from ..spec.parse import load_spec
+from ..spec.variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
     import torch
@@ -154,7 +155,7 @@ class Op:
     def __init__(self, artifact: Artifact) -> None:
         self.artifact = artifact
         self.variant = resolve(artifact.variant)
-        self.layout = layout_of(self.variant)
+        self.layout = pages_of(self.variant)
         self.checker = InputChecker(self.variant, self.layout)
         self.function = _load_module(str(artifact.library))[self.variant.name]
 

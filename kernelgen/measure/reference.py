@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import codec
-from .launch import geometry, resolve
-from .layout import Layout, layout_of, write_fields
-from .variant import Variant
+from ..codegen.launch import geometry, resolve
+from ..layout import codec
+from ..layout.layout import Layout, layout_of
+from ..layout.pages import write_fields
+from ..spec.variant import Variant
 
 if TYPE_CHECKING:
     import torch

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import GuardViolation
+from ..errors import GuardViolation
+from ..spec.variant import Variant
 from .launch import resolve
-from .variant import Variant
 
 
 def is_pow2(n: int) -> bool:

@@ -12,7 +12,7 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 AMAX_FLOOR = 1e-4
 # e2m1 magnitude codes 0..7 and the thresholds between them; a value strictly above a
-# threshold takes the larger code (LAYOUTS.md), which is not round-to-nearest-even.
+# threshold takes the larger code (the serving layout's rule), which is not round-to-nearest-even.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 E2M1_THRESHOLDS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import FLASHMLA_GROUP, FP4_GROUP
-from .variant import Launch, Variant
+from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP
+from ..spec.variant import Launch, Variant
 
 # Defaults from a launch sweep on the H200 (tools/results/h200_sweep_launch.log): 16 values
 # per thread and 64-thread blocks were within ~10% of the best at 262144 tokens and the best

@@ -7,11 +7,11 @@ from typing import Any
 
 import jinja2
 
-from . import __version__, resources
+from .. import __version__, resources
+from ..layout.layout import Layout, layout_of
+from ..spec.variant import Variant
 from .guards import GUARDS, precheck
 from .launch import resolve
-from .layout import Layout, layout_of
-from .variant import Variant
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}

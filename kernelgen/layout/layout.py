@@ -1,14 +1,11 @@
-"""Byte layouts of the paged caches: one source of truth for Python, the kernels and the docs."""
+"""Byte layouts of the paged caches (pure arithmetic): one source of truth for Python, the kernels and the docs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from .errors import LayoutMismatch
-from .variant import Variant
-
-if TYPE_CHECKING:
-    import torch
+from ..errors import LayoutMismatch
+from ..spec.variant import Variant
 
 Encoding = Literal["bf16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
 
@@ -82,11 +79,6 @@ class Layout:
                 f"{self.page_bytes}-byte rows; pass a contiguous tensor"
             )
 
-    def allocate(self, num_pages: int, device: object = "cpu") -> torch.Tensor:
-        import torch
-
-        return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
-
     def byte_map(self) -> list[tuple[int, int, str]]:
         """(start, end, description) spans of one page in address order, padding included."""
         spans: list[tuple[int, int, str]] = []
@@ -105,14 +97,6 @@ class Layout:
         if cursor < self.page_bytes:
             out.append((cursor, self.page_bytes, "padding (never written)"))
         return _merge_interleaved(out)
-
-    def decode(self, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
-        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache)."""
-        from . import codec
-
-        valid, _, _ = split_slots(self, out_loc.to(cache.device), cache.shape[0])
-        return codec.decode(self, read_fields(self, cache, out_loc), valid)
-
 
 def _merge_interleaved(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     # Interleaved fields (e.g. nope and rope inside one 576-byte slot) overlap as spans; show them once.
@@ -164,36 +148,3 @@ def _flashmla_layout(v: Variant) -> Layout:
     )
     bytes_per_token = slot + scale_stride
     return Layout(v.name, v.store, d, p, bytes_per_token, _round_up(bytes_per_token * p, slot), fields)
-
-
-def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
-    """Byte columns [N, f.size] of field f for in-page offsets off [N]."""
-    import torch
-
-    return f.base + off[:, None] * f.stride + torch.arange(f.size, device=off.device)
-
-
-def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(valid, page, off) for slots out_loc; invalid slots (<0 or past the pool) map to page 0, off 0."""
-    import torch
-
-    loc = out_loc.to(dtype=torch.int64)
-    valid = (loc >= 0) & (loc < num_pages * layout.page_size)
-    safe = torch.where(valid, loc, torch.zeros_like(loc))
-    return valid, safe // layout.page_size, safe % layout.page_size
-
-
-def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Gather each field's bytes for the given slots: name -> uint8 [N, size] (invalid slots read as zeros)."""
-    import torch
-
-    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
-    return {f.name: torch.where(valid[:, None], cache[page[:, None], slot_columns(f, off)], 0) for f in layout.fields}
-
-
-def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
-    """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot."""
-    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
-    page, off = page[valid], off[valid]
-    for f in layout.fields:
-        cache[page[:, None], slot_columns(f, off)] = fields[f.name][valid.to(fields[f.name].device)].to(cache.device)

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from .errors import SpecError
+from ..errors import SpecError
 
 Path_ = tuple[Any, ...]
 

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import resources
-from .errors import SpecError
+from .. import resources
+from ..errors import SpecError
 from .variant import AXES, FAMILY, LAUNCH_KEYS, Launch, Variant, short_name
 from .yamlsrc import Located, load_yaml
 

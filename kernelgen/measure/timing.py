@@ -4,8 +4,9 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any, Callable
 
-from .layout import layout_of
-from .variant import Variant
+from ..layout.layout import layout_of
+from ..spec.variant import Variant
+from .inputs import timing_inputs
 
 if TYPE_CHECKING:
     import torch
@@ -60,20 +61,6 @@ def measure(op: Any, num_tokens: int) -> tuple[float, float]:
     args = launch_args(timing_inputs(op.variant, num_tokens))
     us = graph_replay_us(lambda: op.launch(*args))
     return us, compulsory_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9
-
-
-def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
-    """Inputs for timing: random data, every row written (no padding), distinct slots."""
-    import torch
-
-    from .verify import make_inputs
-
-    inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
-    slots = inputs["kvcache"].shape[0] * v.page_size
-    inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
-    if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
-        inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
-    return inputs
 
 
 def launch_args(inputs: dict[str, Any], eps: float = 1e-6) -> tuple[torch.Tensor, ...]:

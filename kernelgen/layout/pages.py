@@ -1,0 +1,69 @@
+"""Torch page I/O over a Layout: allocate pools, gather and scatter per-token fields, decode stored rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from ..spec.variant import Variant
+from . import codec
+from .layout import Field, Layout, layout_of
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Pages(Layout):
+    """A Layout that can also allocate a pool and read stored rows back (what `op.layout` is)."""
+
+    @classmethod
+    def of(cls, layout: Layout) -> Pages:
+        return cls(**{f.name: getattr(layout, f.name) for f in fields(Layout)})
+
+    def allocate(self, num_pages: int, device: object = "cpu") -> torch.Tensor:
+        import torch
+
+        return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
+
+    def decode(self, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
+        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache)."""
+        valid, _, _ = split_slots(self, out_loc.to(cache.device), cache.shape[0])
+        return codec.decode(self, read_fields(self, cache, out_loc), valid)
+
+
+def pages_of(v: Variant) -> Pages:
+    """The layout of v with torch page I/O attached."""
+    return Pages.of(layout_of(v))
+
+
+def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
+    """Byte columns [N, f.size] of field f for in-page offsets off [N]."""
+    import torch
+
+    return f.base + off[:, None] * f.stride + torch.arange(f.size, device=off.device)
+
+
+def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(valid, page, off) for slots out_loc; invalid slots (<0 or past the pool) map to page 0, off 0."""
+    import torch
+
+    loc = out_loc.to(dtype=torch.int64)
+    valid = (loc >= 0) & (loc < num_pages * layout.page_size)
+    safe = torch.where(valid, loc, torch.zeros_like(loc))
+    return valid, safe // layout.page_size, safe % layout.page_size
+
+
+def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Gather each field's bytes for the given slots: name -> uint8 [N, size] (invalid slots read as zeros)."""
+    import torch
+
+    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
+    return {f.name: torch.where(valid[:, None], cache[page[:, None], slot_columns(f, off)], 0) for f in layout.fields}
+
+
+def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
+    """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot."""
+    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
+    page, off = page[valid], off[valid]
+    for f in layout.fields:
+        cache[page[:, None], slot_columns(f, off)] = fields[f.name][valid.to(fields[f.name].device)].to(cache.device)

@@ -1,0 +1,1 @@
+"""Test inputs, the reference math, byte-exact comparison and GPU timing."""

@@ -1,0 +1,54 @@
+"""Test inputs shared by verification, timing, bench and tuning: random, never zero, on any device."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..codegen.launch import resolve
+from ..layout.layout import layout_of
+from ..spec.variant import TORCH_DTYPES, Variant
+
+
+def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: int,
+                max_pos: int = 4096) -> dict[str, Any]:
+    """Random, never-zero inputs for verification. About 1 row in 8 is padding (out_loc = -1), 1 in 32
+    points past the pool and (with RoPE) 1 in 32 has a position past freqs: the kernel must skip all
+    of those."""
+    import torch
+
+    v = resolve(v)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
+    wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
+    x = (torch.randn(num_tokens, v.head_dim, generator=g) * 3 + 0.5).to(dtype)
+    weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g)).to(wdtype)
+    bias = (0.1 * torch.randn(v.head_dim, generator=g)).to(wdtype)
+    half = max(v.rope_dim // 2, 1)
+    inv_freq = 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
+    angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    freqs = torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(max_pos, -1)[:, :v.rope_dim].float()
+    positions = torch.randint(0, max_pos, (num_tokens,), generator=g)
+    num_pages = max(num_pages, -(-num_tokens * 3 // (2 * v.page_size)) + 1)  # room to spare: unwritten slots
+    slots = num_pages * v.page_size
+    out_loc = torch.randperm(slots, generator=g)[:num_tokens]
+    draw = torch.rand(num_tokens, generator=g)
+    out_loc = torch.where(draw < 0.125, -1, out_loc)
+    out_loc = torch.where((draw >= 0.125) & (draw < 0.15625), slots + torch.arange(num_tokens), out_loc)
+    if v.rope_dim:
+        far = torch.rand(num_tokens, generator=g) < 0.03125
+        positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
+    cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8)
+    tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
+                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache)
+    return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+
+
+def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
+    """Inputs for timing: random data, every row written (no padding), distinct slots."""
+    import torch
+
+    inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
+    slots = inputs["kvcache"].shape[0] * v.page_size
+    inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
+    if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
+        inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
+    return inputs

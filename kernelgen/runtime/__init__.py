@@ -1,0 +1,1 @@
+"""Load built variants through tvm-ffi and call them with checked tensors."""

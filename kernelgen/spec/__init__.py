@@ -1,0 +1,1 @@
+"""YAML specs -> frozen, typed Variants (pure): parsing with file:line:col errors, the variant model."""
