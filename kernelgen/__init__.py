@@ -3,7 +3,15 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import BuildError, GuardViolation, KernelgenError, LayoutMismatch, SpecError, ToolchainError, TuningError  # noqa: E402
+from .errors import (  # noqa: E402
+    BuildError,
+    GuardViolation,
+    KernelgenError,
+    LayoutMismatch,
+    SpecError,
+    ToolchainError,
+    TuningError,
+)
 from .layout.layout import Layout, layout_of  # noqa: E402
 from .runtime.op import Op, load, load_variant  # noqa: E402
 from .spec.parse import Spec, load_spec, parse_spec  # noqa: E402

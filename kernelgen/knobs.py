@@ -28,6 +28,9 @@ CUDA_ARCH_LIST = Knob(
 )
 JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: ninja's choice)")
 CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
+PDL = Knob("KERNELGEN_PDL", "set to 0 to launch without programmatic dependent launch even where a tuning record "
+           "chose it (default: as tuned)")
+TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
 
 
@@ -36,6 +39,19 @@ def cache_dir() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return Path(XDG_CACHE_HOME.get() or "~/.cache").expanduser() / "kernelgen"
+
+
+def tuning_dir() -> Path:
+    """The user's tuning records (the shipped ones live in the package's cache/)."""
+    return cache_dir() / "tuning"
+
+
+def pdl_allowed() -> bool:
+    return PDL.get() != "0"
+
+
+def use_tuned() -> bool:
+    return TUNED.get() != "0"
 
 
 def arch_list() -> str | None:

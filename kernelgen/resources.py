@@ -30,6 +30,11 @@ def spec_dir() -> Path:
     return _data_dir("specs", "kernelgen.specs")
 
 
+def tuned_dir() -> Path:
+    """The shipped, read-only tuning records (the repository's cache/ folder)."""
+    return _data_dir("cache", "kernelgen.tuned")
+
+
 def shipped_specs() -> list[Path]:
     return sorted(spec_dir().glob("*.yaml"))
 

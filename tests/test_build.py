@@ -70,7 +70,7 @@ def test_exported_symbol_guards_itself(cache_dir: Path) -> None:
 
 def test_failed_compile_reports_nvcc_and_publishes_nothing(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = build_mod.render_variant
-    monkeypatch.setattr(build_mod, "render_variant", lambda v: real(v) + "\n#error kernelgen test breakage\n")
+    monkeypatch.setattr(build_mod, "render_variant", lambda v, **kw: real(v, **kw) + "\n#error kernelgen test breakage\n")
     with pytest.raises(BuildError) as info:
         build([variant()], toolchain.detect(), ARCH, cache_dir)
     assert "dsv4_indexer_fp8_p64" in str(info.value) and "kernelgen test breakage" in str(info.value)

@@ -1,9 +1,10 @@
 """Pure tier: build keys are a function of the generated code and the toolchain, nothing else.
 
 Moving a module, renaming a function or reorganising the package must not change any key (a
-changed key silently rebuilds every user's cache). The keys below were computed before the
-package moved into stage subpackages; update them only in a commit that changes generated code
-or the key recipe on purpose, and say so in that commit."""
+changed key silently rebuilds every user's cache). The keys below were last updated when
+launch configurations became template instances inside one build (the generated code changed);
+update them only in a commit that changes generated code or the key recipe on purpose, and say so
+in that commit."""
 from __future__ import annotations
 
 import pytest
@@ -17,32 +18,32 @@ pytestmark = pytest.mark.pure
 FIXED_TOOLCHAIN = Toolchain("nvcc", "/usr/local/cuda", "release 13.0", "c++ 12", "0.1.15", ("/i",), "/l")
 
 GOLDEN_KEYS = {
-    "dsv32_indexer_fp8_p64": "ac020879fbffd876b013d96f06eafc659e937bdba3012159b76df12d3c0c3b52",
-    "dsv32_indexer_bf16_p64": "0e2151ddfad2f3243035716025d1166293051669f9435032362d1dd15ca4dfae",
-    "dsv4_indexer_fp8_p1": "c819a9de2a948d1a6563d91fee15715d336632164f2978bdbcf3d607fd9c6aed",
-    "dsv4_indexer_fp8_p16": "2eb53348b2bc9f44d66795353cda99d2ad585e93d741081231331c3207e8efa8",
-    "dsv4_indexer_fp8_p64": "4d37bc87b0e60f4d116a48be4fe3ba6c70929df0695d88e443733d4a325d5ede",
-    "dsv4_indexer_fp8_p256": "e14716b899a683739a1fe184d6e7789a4e72dac914770f0f82d315cc6dab1c4f",
-    "dsv4_indexer_bf16_p1": "78c658174ef3a48b875ed686aa5c7e9e90559cb92f28c2c8f3be10125a9e8bba",
-    "dsv4_indexer_bf16_p16": "787dfb77dc0ed6f13778fed19b0a741684c9ca676638769abaea135dd27ef42c",
-    "dsv4_indexer_bf16_p64": "7a2ff07ee050049b92c98eb49ed33971889be7d22ca4be55f71c63f1b43b571b",
-    "dsv4_indexer_bf16_p256": "576e3a34d821cebf0e5dc50491314439bd3f008471c06d4666a0d127c7b794e3",
-    "dsv4_indexer_fp4_p1": "353cce4b6d20d5f1685c4ac291ee777261aa86ce93ff50e9995462b0c98cf382",
-    "dsv4_indexer_fp4_p16": "d5d32d46030c2cbeb9d2df2d0915ea7ebfa10f4cb959bff241d459a4309e7edf",
-    "dsv4_indexer_fp4_p64": "eb530e29558160d71bcdc310d3659d9c65638bf5e12f549c14d09894af0f9440",
-    "dsv4_indexer_fp4_p256": "75aff32368e136ab4627ae497d5b7b3e07d9701b17dbc1a5d680e233564572b0",
-    "dsv4_mainkv_fp8mla_p1": "7f06eee34b432c38dd4522cd1d49d672d223f7a0accc7e1e5e4c289eca1e0da2",
-    "dsv4_mainkv_fp8mla_p64": "304ea79f6173c50c127be2e1b54b2d6f3bca21c51dcfd1c300218768679de6ec",
-    "dsv4_mainkv_bf16_p1": "429d2f974455e1225fbdf2b101cdc8e10429a51e6fdb3e628ca3121816532a40",
-    "dsv4_mainkv_bf16_p64": "52de57dddd1b35432a87258c16918260e011292609d80b069b1ae717f93798e9",
-    "dsv4_mainkv_fp8mla_bfround_p64": "ad0e0fb67c776b9f30c13f151332d314114f30023fc93234999718e6e6a7af14",
-    "example_fp8_inbf16": "03ddffb08e677000961611e39e1cd76509499e8791c4aa73947e5f939b6a4cbd",
-    "example_fp8_infp32": "b738407072e91c66569283d79c6d6baae5c1dbf0c246ce1e104f537346d2299b",
-    "example_fp4_inbf16": "73e1acfd2678ed497c4b465cc4ece5c553066b7d45adfc8ac11ec62297d815e0",
-    "example_fp4_infp32": "7ee2c44542e3e92a1ae61cb08ccc47da6cb567630cc5e7473e3321609a35cee0",
-    "example_ln_neox_head": "19d7a244bc21772a83d2f0b807196649294764be7d07398b81ecd8b90c2164e4",
-    "example_d192_norope": "c8917744b62a639363b524642740874a665e91df88e8a9f1bae2a7474b891547",
-    "example_d1024_r128": "158694a8747ada464e83f28030da1f475aedb0af0bd5be4f4ec13f88746f1346",
+    "dsv32_indexer_fp8_p64": "ba09df0390ef719aba29ba2f9642dd57b687031878d193e23cbf23bf8a366eac",
+    "dsv32_indexer_bf16_p64": "cc8a96c221ecd422a9dbfd1c1bed3d9ff8a2942f8a508d86fb408f83c93e6048",
+    "dsv4_indexer_fp8_p1": "f46d937726194847c9df3c48aa91f4d81a986c0b1e691caacd02adf4881ba8aa",
+    "dsv4_indexer_fp8_p16": "ad3b9accd895fdc8a9fdee48ef51a528a42e35318614f9e15262842bc08991b7",
+    "dsv4_indexer_fp8_p64": "2b9fcdcf1f6fd1776b145e8d7b5e85885b58a34ac3d6d1f8d38d32c8dc74ff4e",
+    "dsv4_indexer_fp8_p256": "925e80dc672ce56394202aefb26f182547b9deb2dde68101b7276031a8a61d3c",
+    "dsv4_indexer_bf16_p1": "d5ffa5a29ab2e31dcd83bd87b30a3bfbdbb160c75ad1033a8a8ecf1496e18d4a",
+    "dsv4_indexer_bf16_p16": "0682fbf0ddb9b3d46f1c4678c8024fd783b2ba335978c74523a27a8968e17934",
+    "dsv4_indexer_bf16_p64": "e8b11b73191ee98c10f23a525c2c44d2b9569928a71db0b6dab8120139a84f0b",
+    "dsv4_indexer_bf16_p256": "6eb18aea995dd995dccd0eb9cadbc870b16dbdaa9ade765b8651809567c388d2",
+    "dsv4_indexer_fp4_p1": "dd3c0f0f61019a90f3bd34ebb63ccdeea81103fb185ae934feeaeaf6a57f1f30",
+    "dsv4_indexer_fp4_p16": "f1e34c88a9ce93646c0c4a1e9bd175659b304d7da8af82bc8b31e8f040f71680",
+    "dsv4_indexer_fp4_p64": "ca376c6d420b57debf698f492f035a6ea7ff8b9698128c80c5793b5fb7250fe7",
+    "dsv4_indexer_fp4_p256": "57a50f3a8df3485d42383af82e3c56c516fc7b5e9eb6d27efc16808f7da9da06",
+    "dsv4_mainkv_fp8mla_p1": "b3b317f4c55900f3d00ba17693c075442ff8d0407556fceb4c16434826baefc9",
+    "dsv4_mainkv_fp8mla_p64": "2709ae24c903bfcbfa8ff264e207a3f34ee6cf6940f73b64d29f3ec88de2cb65",
+    "dsv4_mainkv_bf16_p1": "ef07fac70ef230e5a46ad739dcfdbce2e6a3baa894f5b8e3c734136fc05d48d4",
+    "dsv4_mainkv_bf16_p64": "bc3f36734ac0e8eb65d6f6ec98d1f0bc0a8f6d7549edb285434feb44e572a06c",
+    "dsv4_mainkv_fp8mla_bfround_p64": "8e8e79216ec669a6c0b761279243d52a3efbd7b08861cc2be2338ed1ba3a3da8",
+    "example_fp8_inbf16": "2d50b7c635de0d80c554e95c043360109c7142c91c3bfccba53f90d46c436b92",
+    "example_fp8_infp32": "5107f684619c3680baf799e978346df7ed1c4049712983fb72f4449102d7fcba",
+    "example_fp4_inbf16": "f0c584ba658c007d4074cfa3b28bf2e5f35b794af800332147f2e4bbb0400bc0",
+    "example_fp4_infp32": "23391bcc2e9da3b940498ac804cb6d1d076d5108b3b213b60930ca5daa2057a9",
+    "example_ln_neox_head": "b5c23380001c50775471baf1a37f4632a4c5aa103be4b789688ffb44deb2cb08",
+    "example_d192_norope": "817100bc35771d25eae1c35304ba220222d68f8bf03592aa7e7b636b52fdae5c",
+    "example_d1024_r128": "005f1679caade1735244bc5d75827bdecb4c908196889666e4ce1a0b0fbce456",
 }
 
 

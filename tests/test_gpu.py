@@ -162,3 +162,57 @@ def test_fast_check_agrees_with_explained_check(shipped_ops: dict[str, Op]) -> N
             assert not op.checker.fast_ok(*args), name
             with pytest.raises(LayoutMismatch):
                 op.checker.explain(*args)
+
+
+def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
+    """The plain entry point picks the configuration of the route for x.size(0), PDL included, also
+    under CUDA-graph capture; each result is exact against the reference for that configuration."""
+    import torch
+
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.runtime.op import load_variant
+    from kernelgen.spec.parse import load_spec
+    from kernelgen.spec.variant import Launch
+
+    v = load_spec("dsv4_indexer").variant("dsv4_indexer_bf16_p64")
+    small, large = Launch(32, 2, 4, True, True), Launch(4, 16, 8)
+    plan = plan_routes(v, [(64, small), (ALL_TOKENS, large)])
+    op = load_variant(v, cache_dir=session_cache, plan=plan)
+    assert op.plan == plan and len(op.plan.configs) == 2
+    for n in (1, 37, 64, 65, 4096):
+        inputs = make_inputs(op.variant, n, 16, "cuda", seed=n)
+        want = expected(v.with_launch(plan.launch_for(n)), inputs)
+        op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+        torch.cuda.synchronize()
+        assert torch.equal(inputs["kvcache"], want), n
+    inputs = make_inputs(op.variant, 8, 16, "cuda", seed=5)
+    want = expected(v.with_launch(small), inputs)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # a PDL launch inside capture
+        op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
+@pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64",
+                                  "dsv32_indexer_bf16_p64"])
+def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, name: str) -> None:
+    from kernelgen.spec.parse import load_spec
+    from kernelgen.tune.runner import built_artifact
+    from kernelgen.tune.space import candidates, default_space
+
+    v = next(s for s in SHIPPED if s.name == name)
+    spec = load_spec(v.spec_name)
+    cands, _ = candidates(v, default_space(v, spec.tune_overrides()))
+    op = Op(built_artifact(v, cands, toolchain.resolve_archs(None), session_cache))
+    failures = []
+    for index, config in enumerate(op.plan.configs):
+        for pdl in (False, True):
+            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
+                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+            for n in (1, 300):
+                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
+                if not report.ok:
+                    failures.append((config.id, pdl, n, report.as_dict()))
+    assert not failures, failures

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.pure
 
 PACKAGE = Path(kernelgen.__file__).parent
 # Stage order: a module may import its own stage or an earlier one. Deferred imports count too.
-STAGES = ("errors", "knobs", "resources", "spec", "layout", "codegen", "build", "measure", "runtime", "tune", "cli")
+STAGES = ("errors", "knobs", "resources", "spec", "layout", "codegen", "build", "measure", "tune", "runtime", "bench",
+          "cli")
 RANK = {"errors": 0, "knobs": 0, "resources": 0, **{s: i for i, s in enumerate(STAGES)}}
 
 

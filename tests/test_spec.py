@@ -70,7 +70,7 @@ def test_variants_are_frozen() -> None:
     ("variants: [{name: a}\n", "s.yaml:4:1: YAML syntax error"),
     ("matrix: {store: [bf16]}\noverrides: {t_bf16x: {page_size: 8}}\n",
      "s.yaml:4:13: override for unknown matrix variant 't_bf16x' (did you mean t_bf16?)"),
-    ("variants:\n  - {name: a, launch: {vec: 0}}\n", "s.yaml:4:29: launch.vec must be a positive integer, got 0"),
+    ("variants:\n  - {name: a, launch: {vec: 0}}\n", "s.yaml:4:29: launch.vec must be a positive integer up to 4096, got 0"),
     ("matrix: {store: []}\n", "s.yaml:3:17: matrix.store must be a non-empty list"),
     ("variants:\n  - {name: 9a}\n", "must be a C identifier"),
     ("", "s.yaml:1:1: spec defines no variants"),

@@ -19,6 +19,7 @@ class Guard:
     holds: Callable[[Variant], bool]  # evaluated on a variant whose launch is resolved
     cpp: str  # the same condition over the generated Cfg constants
     message: str  # identical in the Python precheck and the static_assert
+    launch: bool = False  # constrains the launch configuration (a tuning-space rule), not the variant
 
 
 FLASHMLA = "kernelgen::Store::kFp8FlashMla"
@@ -60,32 +61,32 @@ GUARDS: tuple[Guard, ...] = (
           "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; turn hadamard off"),
     Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
           "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
-          "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)"),
+          "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),
     Guard("threads_per_token_pow2",
           lambda v: is_pow2(v.launch.threads_per_token) and v.launch.threads_per_token <= 32,
           "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 32",
-          "launch.threads_per_token must be a power of two from 1 to 32 (a token's threads share one warp)"),
+          "launch.threads_per_token must be a power of two from 1 to 32 (a token's threads share one warp)", launch=True),
     Guard("threads_tile_row", lambda v: v.head_dim % (v.launch.threads_per_token * v.launch.vec) == 0,
           "kHeadDim % (kThreadsPerToken * kVec) == 0",
-          "head_dim must be a multiple of launch.threads_per_token x launch.vec"),
+          "head_dim must be a multiple of launch.threads_per_token x launch.vec", launch=True),
     Guard("values_per_thread", lambda v: v.head_dim // v.launch.threads_per_token <= 64,
           "kHeadDim / kThreadsPerToken <= 64",
-          "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token"),
+          "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token", launch=True),
     Guard("block_shape",
           lambda v: (v.launch.threads_per_token * v.launch.tokens_per_block) % 32 == 0
           and v.launch.threads_per_token * v.launch.tokens_per_block <= 1024,
           "(kThreadsPerToken * kTokensPerBlock) % 32 == 0 && kThreadsPerToken * kTokensPerBlock <= 1024",
-          "launch.threads_per_token x launch.tokens_per_block must be a multiple of 32 and at most 1024"),
+          "launch.threads_per_token x launch.tokens_per_block must be a multiple of 32 and at most 1024", launch=True),
     Guard("fp4_group_span",
           lambda v: v.store != "fp4_e2m1" or v.launch.threads_per_token * v.launch.vec >= 32,
           "kStore != kernelgen::Store::kFp4E2m1 || kThreadsPerToken * kVec >= 32",
           "fp4_e2m1 scales 32-dim groups, which must lie within one load step: "
-          "make launch.threads_per_token x launch.vec at least 32"),
+          "make launch.threads_per_token x launch.vec at least 32", launch=True),
     Guard("flashmla_group_span",
           lambda v: v.store != "fp8_flashmla" or v.launch.threads_per_token * v.launch.vec >= 64,
           f"kStore != {FLASHMLA} || kThreadsPerToken * kVec >= 64",
           "fp8_flashmla scales 64-dim groups, which must lie within one load step: "
-          "make launch.threads_per_token x launch.vec at least 64"),
+          "make launch.threads_per_token x launch.vec at least 64", launch=True),
 )
 
 

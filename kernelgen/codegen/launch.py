@@ -1,7 +1,7 @@
 """Launch geometry: default thread mapping for a variant, and the numbers derived from it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP
 from ..spec.variant import Launch, Variant
@@ -35,7 +35,7 @@ def resolve(v: Variant) -> Variant:
     vec = given.vec or 16 // v.elem_bytes
     threads = given.threads_per_token or default_threads(v, vec)
     tokens = given.tokens_per_block or max(DEFAULT_BLOCK_THREADS // threads, 1)
-    return v.with_launch(Launch(threads, tokens, vec))
+    return v.with_launch(replace(given, threads_per_token=threads, tokens_per_block=tokens, vec=vec))
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,74 @@ def geometry(v: Variant) -> Geometry:
     launch = resolve(v).launch
     t, vec = launch.threads_per_token, launch.vec
     return Geometry(t, launch.tokens_per_block, vec, v.head_dim // (t * vec), v.head_dim // t)
+
+
+ALL_TOKENS = 1 << 62  # the last route's bound: it serves every larger token count too
+
+
+@dataclass(frozen=True)
+class Route:
+    max_tokens: int  # serves token counts up to this (and above the previous route's bound)
+    config: int  # index into LaunchPlan.configs
+    pdl: bool  # launch with programmatic dependent launch
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The launch configurations one build compiles and which token counts each one serves."""
+
+    configs: tuple[Launch, ...]  # resolved template instances (pdl is a route option, not an instance)
+    routes: tuple[Route, ...]  # increasing max_tokens; the last one has ALL_TOKENS
+
+    def pick(self, num_tokens: int) -> tuple[Launch, bool]:
+        """The configuration and PDL flag the generated dispatch uses for num_tokens (host-side compare)."""
+        for route in self.routes:
+            if num_tokens <= route.max_tokens:
+                return self.configs[route.config], route.pdl
+        raise AssertionError("the last route serves every token count")
+
+    def launch_for(self, num_tokens: int) -> Launch:
+        config, pdl = self.pick(num_tokens)
+        return replace(config, pdl=pdl)
+
+    def describe(self) -> str:
+        parts = []
+        lower = 1
+        for r in self.routes:
+            span = f"N>={lower}" if r.max_tokens == ALL_TOKENS else f"N<={r.max_tokens}"
+            parts.append(f"{span}: {replace(self.configs[r.config], pdl=r.pdl).id}")
+            lower = r.max_tokens + 1
+        return "; ".join(parts)
+
+
+def _instance(launch: Launch) -> Launch:
+    return replace(launch, pdl=False)
+
+
+def plan_routes(v: Variant, routes: list[tuple[int, Launch]], extra: tuple[Launch, ...] = ()) -> LaunchPlan:
+    """A plan from (max_tokens, launch) pairs in increasing order; the last pair serves all larger
+    counts. `extra` configurations are compiled too without a route (the tuner calls them by index)."""
+    configs: list[Launch] = []
+    out: list[Route] = []
+    for bound, launch in routes:
+        inst = _instance(resolve(v.with_launch(launch)).launch)
+        if inst not in configs:
+            configs.append(inst)
+        out.append(Route(bound, configs.index(inst), launch.pdl))
+    for launch in extra:
+        inst = _instance(resolve(v.with_launch(launch)).launch)
+        if inst not in configs:
+            configs.append(inst)
+    merged: list[Route] = []
+    for r in out:  # neighbouring routes with the same choice become one
+        if merged and (merged[-1].config, merged[-1].pdl) == (r.config, r.pdl):
+            merged[-1] = r
+        else:
+            merged.append(r)
+    merged[-1] = replace(merged[-1], max_tokens=ALL_TOKENS)
+    return LaunchPlan(tuple(configs), tuple(merged))
+
+
+def default_plan(v: Variant) -> LaunchPlan:
+    """One configuration (the variant's own launch, defaults filled in) for every token count."""
+    return plan_routes(v, [(ALL_TOKENS, resolve(v).launch)])

@@ -9,9 +9,9 @@ import jinja2
 
 from .. import __version__, resources
 from ..layout.layout import Layout, layout_of
-from ..spec.variant import Variant
+from ..spec.variant import Launch, Variant
 from .guards import GUARDS, precheck
-from .launch import resolve
+from .launch import LaunchPlan, default_plan, resolve
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
@@ -61,11 +61,10 @@ def summary(v: Variant) -> str:
     return " -> ".join(parts)
 
 
-def context(v: Variant) -> dict[str, Any]:
+def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
     """Everything the template needs, decided here so the template stays declarative."""
     v = resolve(v)
     layout = layout_of(v)
-    lo = v.launch
     return {
         "kernelgen_version": __version__,
         "spec_name": v.spec_name or "(none)",
@@ -73,7 +72,7 @@ def context(v: Variant) -> dict[str, Any]:
         "summary": summary(v),
         "layout_summary": f"{layout.store}: {layout.bytes_per_token} B/token, page_size {v.page_size}, "
                           f"{layout.page_bytes} B/page",
-        "launch_summary": lo.describe(),
+        "dispatch_summary": plan.describe(),
         "guard_ids": [g.id for g in GUARDS],
         "guards": GUARDS,
         "in_type": _CPP_TYPES[v.input_dtype],
@@ -92,20 +91,34 @@ def context(v: Variant) -> dict[str, Any]:
         "page_size": v.page_size,
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
-        "threads_per_token": lo.threads_per_token,
-        "tokens_per_block": lo.tokens_per_block,
-        "vec": lo.vec,
+        "x_align": x_align(v, plan),
+        "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
+        "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
         **_field_constants(layout),
     }
+
+
+def x_align(v: Variant, plan: LaunchPlan) -> int:
+    """Byte alignment of x rows that every configuration of the plan accepts (its widest load)."""
+    return max(c.vec for c in plan.configs) * v.elem_bytes
+
+
+def _config(index: int, c: Launch) -> dict[str, Any]:
+    return {"index": index, "summary": c.describe(), "threads_per_token": c.threads_per_token,
+            "tokens_per_block": c.tokens_per_block, "vec": c.vec, "prefetch": _cpp_bool(c.prefetch)}
 
 
 def _cpp_bool(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-def render_variant(v: Variant, check: bool = True) -> str:
-    """CUDA source for v. With check=False the Python precheck is skipped (guard parity tests)."""
+def render_variant(v: Variant, check: bool = True, plan: LaunchPlan | None = None) -> str:
+    """CUDA source for v with the launch configurations of plan (default: the variant's own launch).
+    With check=False the Python precheck is skipped (guard parity tests)."""
+    plan = plan or default_plan(v)
     if check:
         precheck(v)
-    return environment().get_template(TEMPLATE).render(**context(v))
+        for config in plan.configs:
+            precheck(v.with_launch(config))
+    return environment().get_template(TEMPLATE).render(**context(v, plan))
 

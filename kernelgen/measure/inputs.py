@@ -52,3 +52,41 @@ def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
     if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
         inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
     return inputs
+
+
+def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, device: str = "cuda",
+                    max_pos: int = 4096) -> dict[str, Any]:
+    """Inputs for timing a serving workload, every row written.
+
+    prefill: runs of up to 1024 consecutive positions written to consecutive slots (a batch of
+    sequences appended to their pages); decode: random positions, each token to a random slot
+    of a pool twice the batch (scattered single-token writes)."""
+    import torch
+
+    v = resolve(v)
+    g = torch.Generator(device=device).manual_seed(seed)  # generated where used: 1M-token batches are large
+    dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
+    wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
+    x = (torch.randn(num_tokens, v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
+    weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
+    bias = (0.1 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
+    half = max(v.rope_dim // 2, 1)
+    inv_freq = 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
+    angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    freqs = torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(max_pos, -1)[:, :v.rope_dim].float()
+    if workload == "prefill":
+        idx = torch.arange(num_tokens, device=device)
+        positions = idx % 1024
+        num_pages = -(-num_tokens // v.page_size) + 1
+        out_loc = idx + v.page_size  # consecutive slots from the second page on
+    elif workload == "decode":
+        positions = torch.randint(0, max_pos, (num_tokens,), generator=g, device=device)
+        num_pages = -(-2 * num_tokens // v.page_size) + 1
+        out_loc = torch.randperm(num_pages * v.page_size, generator=g, device=device)[:num_tokens]
+    else:
+        raise ValueError(f"workload must be prefill or decode, got {workload!r}")
+    cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8,
+                          device=device)
+    tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
+                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache)
+    return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}

@@ -1,24 +1,32 @@
 """Load a built variant through tvm-ffi and call it with checked tensors on torch's current stream."""
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import knobs, resources
 from ..build import toolchain as tc
-from ..build.lifecycle import Artifact, build
-from ..codegen.launch import resolve
+from ..build.lifecycle import Artifact, build, load_module
+from ..codegen.launch import LaunchPlan, default_plan, plan_routes, resolve
+from ..codegen.render import x_align
 from ..errors import LayoutMismatch
 from ..layout.layout import Layout
 from ..layout.pages import pages_of
 from ..spec.parse import load_spec
 from ..spec.variant import TORCH_DTYPES, Variant
+from ..tune import records
+from ..tune.gpu import GpuInfo
+from ..tune.gpu import current as current_gpu
 
 if TYPE_CHECKING:
     import torch
 
 _INDEX_DTYPES = ("int32", "int64")
 PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
+log = logging.getLogger("kernelgen")
 
 
 def _dtype_name(t: torch.Tensor) -> str:
@@ -32,11 +40,11 @@ def _describe(t: torch.Tensor) -> str:
 class InputChecker:
     """Every check the kernel relies on, done on tensor metadata before anything is launched."""
 
-    def __init__(self, v: Variant, layout: Layout) -> None:
+    def __init__(self, v: Variant, layout: Layout, x_align: int) -> None:
         import torch
 
         self.v, self.layout = resolve(v), layout
-        self.align = self.v.launch.vec * self.v.elem_bytes
+        self.align = x_align
         self.cache_align = layout.store_align
         self.x_dtype = getattr(torch, TORCH_DTYPES[self.v.input_dtype])
         self.w_dtype = getattr(torch, TORCH_DTYPES[self.v.weight_dtype])
@@ -136,13 +144,6 @@ class InputChecker:
 
 
 @lru_cache(maxsize=None)
-def _load_module(path: str) -> Any:
-    import tvm_ffi
-
-    return tvm_ffi.load_module(path)
-
-
-@lru_cache(maxsize=None)
 def _placeholder(device: str) -> Any:
     import torch
 
@@ -150,17 +151,24 @@ def _placeholder(device: str) -> Any:
 
 
 class Op:
-    """A built variant, callable as op(x, weight, freqs, positions, out_loc, kvcache, eps=1e-6, bias=None)."""
+    """A built variant, callable as op(x, weight, freqs, positions, out_loc, kvcache, eps=1e-6, bias=None).
 
-    def __init__(self, artifact: Artifact) -> None:
+    Its build holds one or more launch configurations; each call picks one from the token count
+    (the tuned dispatch, compiled into the library). `op.plan` says which serves which counts."""
+
+    def __init__(self, artifact: Artifact, tuned_from: str = "defaults") -> None:
         self.artifact = artifact
         self.variant = resolve(artifact.variant)
+        self.plan: LaunchPlan = artifact.launch_plan
+        self.tuned_from = tuned_from  # the record file the dispatch came from, or "defaults"
         self.layout = pages_of(self.variant)
-        self.checker = InputChecker(self.variant, self.layout)
-        self.function = _load_module(str(artifact.library))[self.variant.name]
+        self.checker = InputChecker(self.variant, self.layout, x_align(self.variant, self.plan))
+        module = load_module(artifact.library)
+        self.function = module[self.variant.name]
+        self.config_function = module[f"{self.variant.name}_config"]
 
     def __repr__(self) -> str:
-        return f"Op({self.variant.name}, {self.layout.describe()}, {self.artifact.library})"
+        return f"Op({self.variant.name}, {self.layout.describe()}, {self.plan.describe()}, {self.artifact.library})"
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
@@ -178,13 +186,53 @@ class Op:
         args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
         self.function(*args, float(eps))
 
+    def launch_config(self, config: int, pdl: bool, x: torch.Tensor, weight: Any, bias: Any, freqs: Any,
+                      positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
+        """The unchecked call with one compiled configuration (index into op.plan.configs), for tuning and tests."""
+        empty = _placeholder(str(x.device))
+        args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
+        self.config_function(*args, float(eps), int(config), bool(pdl))
 
-def load_variant(variant: Variant, *, arch: str | None = None, cache_dir: str | Path | None = None) -> Op:
+
+_said_default: set[str] = set()
+
+
+def tuned_plan(v: Variant, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
+    """The dispatch for v on gpu from the user's tuning records, else the shipped ones, else the
+    variant's default launch (said once per variant, at debug level)."""
+    found = None
+    if gpu is not None and knobs.use_tuned():
+        found = records.lookup([knobs.tuning_dir(), resources.tuned_dir()], gpu, v)
+    if found is None:
+        if v.name not in _said_default:
+            _said_default.add(v.name)
+            where = f"for {gpu.name} (sm_{gpu.capability.replace('.', '')})" if gpu else "(no GPU)"
+            log.debug("%s: no tuning record %s; using the default launch %s (tune with `kernelgen tune %s`)",
+                      v.name, where, resolve(v).launch.id, v.spec_name or "SPEC")
+        return default_plan(v), "defaults"
+    record, path = found
+    routes = record.routes()
+    if not knobs.pdl_allowed():
+        routes = [(bound, replace(launch, pdl=False)) for bound, launch in routes]
+    return plan_routes(v, routes), str(path)
+
+
+_CURRENT = object()
+
+
+def load_variant(variant: Variant, *, arch: str | None = None, cache_dir: str | Path | None = None,
+                 gpu: GpuInfo | None | object = _CURRENT, plan: LaunchPlan | None = None) -> Op:
+    """Build (or find) the variant with its tuned dispatch for `gpu` (default: the local GPU) and load it.
+    An explicit `plan` overrides the tuning records."""
     archs = tc.resolve_archs(arch)
-    [artifact] = build([variant], tc.detect(), archs, Path(cache_dir) if cache_dir else None)
-    return Op(artifact)
+    where = "explicit plan"
+    if plan is None:
+        plan, where = tuned_plan(variant, current_gpu() if gpu is _CURRENT else gpu)  # type: ignore[arg-type]
+    [artifact] = build([variant], tc.detect(), archs, Path(cache_dir) if cache_dir else None, launch_plans=[plan])
+    return Op(artifact, where)
 
 
-def load(spec: str | Path, variant: str, *, arch: str | None = None, cache_dir: str | Path | None = None) -> Op:
-    """Build (or find in the cache) one variant of a spec and return it as a callable op."""
-    return load_variant(load_spec(spec).variant(variant), arch=arch, cache_dir=cache_dir)
+def load(spec: str | Path, variant: str, *, arch: str | None = None, cache_dir: str | Path | None = None,
+         gpu: GpuInfo | None | object = _CURRENT) -> Op:
+    """Build (or find in the cache) one variant of a spec, tuned for the GPU, and return it as a callable op."""
+    return load_variant(load_spec(spec).variant(variant), arch=arch, cache_dir=cache_dir, gpu=gpu)

@@ -10,10 +10,20 @@ from typing import Any
 
 from .. import resources
 from ..errors import SpecError
-from .variant import AXES, FAMILY, LAUNCH_KEYS, Launch, Variant, short_name
+from .variant import (
+    AXES,
+    FAMILY,
+    LAUNCH_FLAGS,
+    LAUNCH_KEYS,
+    Launch,
+    Variant,
+    short_name,
+)
 from .yamlsrc import Located, load_yaml
 
-TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants")
+TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "tune")
+# The tuner's parameters a `tune:` section may set (kernelgen.tune.space declares them), and buckets.
+TUNE_KEYS = ("threads_per_token", "vec", "block_threads", "prefetch", "pdl", "buckets")
 VARIANT_KEYS = ("name", *AXES, "launch")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = re.compile(r"__|_[A-Z]")  # identifiers C++ reserves for the implementation
@@ -43,6 +53,13 @@ class Spec:
     path: str
     description: str
     variants: tuple[Variant, ...]
+    tune: tuple[tuple[str, tuple[object, ...]], ...] = ()  # the `tune:` section: parameter -> candidate values
+
+    def tune_overrides(self) -> dict[str, tuple[object, ...]]:
+        return {k: v for k, v in self.tune if k != "buckets"}
+
+    def tune_buckets(self) -> tuple[int, ...] | None:
+        return next((tuple(int(b) for b in v) for k, v in self.tune if k == "buckets"), None)  # type: ignore[call-overload]
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -96,13 +113,16 @@ def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> A
     return value
 
 
-def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int]:
+def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int | bool]:
     """A (possibly partial) launch table; layers merge key by key, see _layer."""
     table = _mapping(src, path, raw, "launch")
     _check_keys(src, path, table, LAUNCH_KEYS, "launch")
     for key, value in table.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer, got {value!r}")
+        if key in LAUNCH_FLAGS:
+            if not isinstance(value, bool):
+                raise _fail(src, path + (key,), f"launch.{key} must be true or false, got {value!r}")
+        elif not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > 4096:
+            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer up to 4096, got {value!r}")
     return dict(table)
 
 
@@ -184,7 +204,29 @@ def parse_spec(text: str, file: str) -> Spec:
     if not variants:
         raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
     _check_unique(src, variants)
-    return Spec(spec_name, file, str(top.get("description", "")), tuple(variants))
+    return Spec(spec_name, file, str(top.get("description", "")), tuple(variants), _tune_section(src, top))
+
+
+def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    """`tune:` narrows or extends the search space: each key a non-empty list of candidate values."""
+    raw = _mapping(src, ("tune",), top.get("tune", {}), "tune")
+    _check_keys(src, ("tune",), raw, TUNE_KEYS, "tune")
+    out = []
+    for key, values in raw.items():
+        path = ("tune", key)
+        if not isinstance(values, list) or not values:
+            raise _fail(src, path, f"tune.{key} must be a non-empty list of values")
+        want_bool = key in ("prefetch", "pdl")
+        for i, value in enumerate(values):
+            ok = isinstance(value, bool) if want_bool else (isinstance(value, int) and not isinstance(value, bool)
+                                                            and 0 < value <= (1 << 24))
+            if not ok:
+                kind = "true or false" if want_bool else "a positive integer up to 16777216"
+                raise _fail(src, path + (i,), f"tune.{key} values must be {kind}, got {value!r}")
+        if key == "buckets" and values != sorted(set(values)):
+            raise _fail(src, path, "tune.buckets must be increasing token counts without repeats, e.g. [1, 16, 256, 4096]")
+        out.append((key, tuple(values)))
+    return tuple(out)
 
 
 def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> list[Variant]:

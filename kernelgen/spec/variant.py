@@ -20,14 +20,36 @@ TORCH_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "
 
 @dataclass(frozen=True)
 class Launch:
-    """How threads map onto tokens. 0 means "derive a default from the variant"."""
+    """One launch configuration: how threads map onto tokens, plus launch options.
+    0 means "derive a default from the variant". A variant's build may hold several."""
 
     threads_per_token: int = 0
     tokens_per_block: int = 0
     vec: int = 0  # elements per vector load; each thread holds chunks * vec elements
+    prefetch: bool = False  # issue weight, bias and freqs loads at kernel entry, beside the row load
+    pdl: bool = False  # launch with programmatic dependent launch (overlaps the previous kernel's tail)
 
     def describe(self) -> str:
-        return f"threads_per_token={self.threads_per_token} tokens_per_block={self.tokens_per_block} vec={self.vec}"
+        flags = "".join(f" {name}" for name in ("prefetch", "pdl") if getattr(self, name))
+        return f"threads_per_token={self.threads_per_token} tokens_per_block={self.tokens_per_block} vec={self.vec}{flags}"
+
+    @property
+    def id(self) -> str:
+        """A short stable name, e.g. 't8.b8.v8' or 't32.b2.v4.pf.pdl' (tuning records use it as a key)."""
+        return (f"t{self.threads_per_token}.b{self.tokens_per_block}.v{self.vec}" + (".pf" if self.prefetch else "")
+                + (".pdl" if self.pdl else ""))
+
+    @classmethod
+    def from_id(cls, text: str) -> Launch:
+        parts = text.split(".")
+        try:
+            t, b, v = (int(part[1:]) for part in parts[:3])
+        except ValueError:
+            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.pdl]") from None
+        flags = set(parts[3:])
+        if [p[0] for p in parts[:3]] != ["t", "b", "v"] or not flags <= {"pf", "pdl"}:
+            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.pdl]")
+        return cls(t, b, v, "pf" in flags, "pdl" in flags)
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,15 @@ class Variant:
     def with_launch(self, launch: Launch) -> Variant:
         return replace(self, launch=launch)
 
+    def content_key(self) -> str:
+        """Hash of the math and the layout: everything but the name and the launch configuration."""
+        import hashlib
+        import json
+
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("name", "launch", "spec_name", "origin")}
+        return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:24]
+
 
 # Axes a spec may set, with the closed set of values where there is one.
 AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
@@ -82,6 +113,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "round_through_bf16": (bool, None),
 }
 LAUNCH_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Launch))
+LAUNCH_FLAGS: tuple[str, ...] = ("prefetch", "pdl")  # the boolean launch options
 
 _STORE_SHORT = {"fp8_e4m3": "fp8", "bf16": "bf16", "fp4_e2m1": "fp4", "fp8_flashmla": "fp8mla"}
 _STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}

@@ -106,24 +106,67 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
     for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fsub_rn(r.v[c][k], mean);
 }
 
+// Per-thread slices of the norm weight and bias and of this token's freqs row. With
+// Cfg::kPrefetch they are loaded at kernel entry beside the row (one round of memory latency
+// for small batches); otherwise just before use (fewer live registers for large batches).
 template <class Cfg>
-__device__ __forceinline__ void normalize(Row<Cfg>& r, const Params& p) {
+struct Operands {
+  static constexpr int kFreqs = Cfg::kNeox ? 2 * Cfg::kVec : Cfg::kVec;  // floats per chunk
+  float w[Geometry<Cfg>::kChunks][Cfg::kVec];
+  float b[Geometry<Cfg>::kChunks][Cfg::kVec];
+  float f[Geometry<Cfg>::kChunks][kFreqs];
+};
+
+template <class Cfg>
+__device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r, const Params& p) {
   if constexpr (Cfg::kNorm != Norm::kNone) {
-    if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
-    const float mean_sq = __fdiv_rn(sum_of_squares(r), float(Cfg::kHeadDim));
-    const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
     const auto* w = static_cast<const typename Cfg::Weight*>(p.weight);
     const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-      float wc[Cfg::kVec];
-      float bc[Cfg::kVec];
-      load_wide(w + r.first(c), wc);
-      if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), bc);
+      load_wide(w + r.first(c), o.w[c]);
+      if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), o.b[c]);
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ bool in_rope(int dim) {
+  return dim >= Cfg::kRopeBegin && dim < Cfg::kRopeBegin + Cfg::kRopeDim;
+}
+
+// The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
+// chunks need both halves' pair j, so 2 x kVec values.
+template <class Cfg>
+__device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const float* f) {
+  if constexpr (Cfg::kRopeDim > 0) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      const int dim = r.first(c);
+      if (!in_rope<Cfg>(dim)) continue;
+      const int j = dim - Cfg::kRopeBegin;
+      if constexpr (Cfg::kNeox) {
+        load_wide(f + 2 * (j & (Cfg::kRopeDim / 2 - 1)), o.f[c]);
+      } else {
+        load_wide(f + j, o.f[c]);
+      }
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const Params& p) {
+  if constexpr (Cfg::kNorm != Norm::kNone) {
+    if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
+    const float mean_sq = __fdiv_rn(sum_of_squares(r), float(Cfg::kHeadDim));
+    const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
+    if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) {
-        r.v[c][k] = __fmul_rn(__fmul_rn(r.v[c][k], inv), wc[k]);
-        if constexpr (Cfg::kNormBias) r.v[c][k] = __fadd_rn(r.v[c][k], bc[k]);
+        r.v[c][k] = __fmul_rn(__fmul_rn(r.v[c][k], inv), o.w[c][k]);
+        if constexpr (Cfg::kNormBias) r.v[c][k] = __fadd_rn(r.v[c][k], o.b[c][k]);
       }
     }
   }
@@ -131,20 +174,14 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, const Params& p) {
 
 // ---- RoPE ----------------------------------------------------------------------------------
 
-template <class Cfg>
-__device__ __forceinline__ bool in_rope(int dim) {
-  return dim >= Cfg::kRopeBegin && dim < Cfg::kRopeBegin + Cfg::kRopeDim;
-}
-
 // Interleaved: (x[2j], x[2j+1]) is rotated by (cos, sin) = (f[2j], f[2j+1]); both live in one vector.
 template <class Cfg>
-__device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const float* f) {
+__device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const Operands<Cfg>& o) {
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const int dim = r.first(c);
     if (!in_rope<Cfg>(dim)) continue;
-    float cs[Cfg::kVec];
-    load_wide(f + (dim - Cfg::kRopeBegin), cs);
+    const float* cs = o.f[c];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2) {
       const float a = r.v[c][k], b = r.v[c][k + 1];
@@ -157,7 +194,7 @@ __device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const float* f) 
 // Neox: dim j pairs with j + rope_dim/2. The partner differs in one index bit: a lane bit
 // (exchanged by shuffle) or a chunk bit (already in this thread).
 template <class Cfg>
-__device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const float* f) {
+__device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o) {
   using G = Geometry<Cfg>;
   constexpr int kHalf = Cfg::kRopeDim / 2;
   float partner[G::kChunks][G::kVec];
@@ -179,8 +216,7 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const float* f) {
     if (!in_rope<Cfg>(dim)) continue;
     const int j = dim - Cfg::kRopeBegin;
     const float sign = (j & kHalf) ? 1.f : -1.f;  // lower half: x*cos - p*sin; upper: x*cos + p*sin
-    float cs[2 * G::kVec];
-    load_wide(f + 2 * (j & (kHalf - 1)), cs);
+    const float* cs = o.f[c];
 #pragma unroll
     for (int k = 0; k < G::kVec; ++k) {
       const float xc = __fmul_rn(r.v[c][k], cs[2 * k]);
@@ -191,12 +227,13 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const float* f) {
 }
 
 template <class Cfg>
-__device__ __forceinline__ void rotate(Row<Cfg>& r, const float* freqs_row) {
+__device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const float* freqs_row) {
   if constexpr (Cfg::kRopeDim > 0) {
+    if constexpr (!Cfg::kPrefetch) load_freqs(o, r, freqs_row);
     if constexpr (Cfg::kNeox) {
-      rotate_neox(r, freqs_row);
+      rotate_neox(r, o);
     } else {
-      rotate_interleaved(r, freqs_row);
+      rotate_interleaved(r, o);
     }
   }
 }
@@ -354,9 +391,20 @@ __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off) {
 
 // ---- the kernel ----------------------------------------------------------------------------
 
+// Programmatic dependent launch: wait until the kernels this launch depends on have finished
+// and their writes are visible (a no-op when launched without the PDL attribute), then let the
+// next PDL launch start its own preamble. Every input is read after the wait.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
   using G = Geometry<Cfg>;
+  pdl_wait_then_release();
   const int64_t token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
   if (token >= p.num_tokens) return;
   // Issue the index loads and the row load together, before any test: one memory latency
@@ -367,11 +415,17 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
   r.lane = threadIdx.x % G::kT;
   r.mask = G::kT == 32 ? 0xffffffffu : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   load_row(r, static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride);
+  const bool pos_ok = Cfg::kRopeDim == 0 || (pos >= 0 && pos < p.max_pos);
+  Operands<Cfg> o;
+  if constexpr (Cfg::kPrefetch) {
+    load_weights(o, r, p);
+    if (pos_ok) load_freqs(o, r, p.freqs + pos * Cfg::kRopeDim);
+  }
   // A token's lanes all take the same exits, so the shuffles below see whole groups.
   if (loc < 0 || loc >= p.num_slots) return;  // padding rows (and slots outside the pool) are skipped
-  if (Cfg::kRopeDim > 0 && (pos < 0 || pos >= p.max_pos)) return;
-  normalize(r, p);
-  rotate(r, p.freqs + pos * Cfg::kRopeDim);
+  if (!pos_ok) return;
+  normalize(r, o, p);
+  rotate(r, o, p.freqs + pos * Cfg::kRopeDim);
   hadamard(r);
   store(r, p.cache + (loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(loc % Cfg::kPageSize));
 }
@@ -397,10 +451,10 @@ void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weigh
   TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim && x.dtype().bits == 8 * Cfg::kInBytes, ValueError)
       << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "] of " << 8 * Cfg::kInBytes << "-bit floats";
   TVM_FFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << Cfg::kName << ": x must be a CUDA tensor";
-  TVM_FFI_CHECK(x.strides()[1] == 1 && aligned(x, Cfg::kVec * Cfg::kInBytes) &&
-                    (x.size(0) <= 1 || x.strides()[0] * Cfg::kInBytes % (Cfg::kVec * Cfg::kInBytes) == 0),
+  TVM_FFI_CHECK(x.strides()[1] == 1 && aligned(x, Cfg::kXAlign) &&
+                    (x.size(0) <= 1 || x.strides()[0] * Cfg::kInBytes % Cfg::kXAlign == 0),
                 ValueError)
-      << Cfg::kName << ": x rows must be contiguous and " << Cfg::kVec * Cfg::kInBytes << "-byte aligned";
+      << Cfg::kName << ": x rows must be contiguous and " << Cfg::kXAlign << "-byte aligned";
   TVM_FFI_CHECK(cache.ndim() == 2 && cache.size(1) == Cfg::kPageBytes, ValueError)
       << "kvcache rows are " << (cache.ndim() == 2 ? cache.size(1) : -1) << " bytes but " << Cfg::kName
       << " writes " << Cfg::kPageBytes << "-byte pages";
@@ -435,7 +489,7 @@ void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weigh
 template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
-         tvm::ffi::TensorView cache, double eps) {
+         tvm::ffi::TensorView cache, double eps, bool pdl) {
   check_args<Cfg>(x, weight, bias, freqs, positions, out_loc, cache);
   const int64_t num_tokens = x.size(0);
   if (num_tokens == 0) return;
@@ -458,8 +512,17 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   using G = Geometry<Cfg>;
   const int64_t blocks = (num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  fused_norm_rope_store_kernel<Cfg><<<static_cast<unsigned>(blocks), G::kBlockThreads, 0, stream>>>(p);
-  const cudaError_t err = cudaGetLastError();
+  cudaLaunchConfig_t launch = {};
+  launch.gridDim = dim3(static_cast<unsigned>(blocks));
+  launch.blockDim = dim3(G::kBlockThreads);
+  launch.stream = stream;
+  cudaLaunchAttribute attrs[1];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  launch.attrs = attrs;
+  launch.numAttrs = pdl ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&launch, fused_norm_rope_store_kernel<Cfg>, p);
+  if (err == cudaSuccess) err = cudaGetLastError();
   TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Cfg::kName << ": launch failed: " << cudaGetErrorString(err);
 }
 

@@ -1,0 +1,191 @@
+"""`kernelgen bench`: time variants per token count on a GPU against the copy roofline and the
+empty-kernel floor measured in the same run, beside the PyTorch reference (eager and compiled)."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from .layout.layout import Layout, layout_of
+from .measure import reference
+from .measure.inputs import workload_inputs
+from .measure.timing import launch_args, rotated_graph_us, rotation_sets
+from .runtime.op import Op
+from .spec.variant import Variant
+
+DEFAULT_TOKENS = (1, 32, 128, 1024, 4096, 65536, 262144, 1048576)
+BYTES_NOTE = ("compulsory bytes = x rows read + positions/out_loc read + every distinct 32-byte sector of the cache "
+              "written (a scattered 4-byte scale write costs a whole sector) + freqs rows read only where the "
+              "freqs table does not fit in L2")
+
+
+@dataclass(frozen=True)
+class Row:
+    variant: str
+    workload: str
+    tokens: int
+    us: float
+    bytes: int
+    tbps: float
+    roofline_pct: float
+    launch: str
+    eager_us: float | None = None
+    eager_extra_mb: float | None = None
+    compiled_us: float | None = None
+    compiled_extra_mb: float | None = None
+
+
+def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
+    """Distinct 32-byte sectors of the cache that the writes of these slots touch."""
+    import torch
+
+    loc = out_loc.long()
+    loc = loc[(loc >= 0) & (loc < num_pages * layout.page_size)]
+    page, off = loc // layout.page_size, loc % layout.page_size
+    sectors = []
+    for f in layout.fields:
+        start = page * layout.page_bytes + f.base + off * f.stride
+        first, last = start // 32, (start + f.size - 1) // 32
+        span = int((last - first).max()) + 1 if loc.numel() else 1
+        steps = torch.arange(span, device=loc.device)
+        cover = first[:, None] + steps[None, :]
+        sectors.append(cover[cover <= last[:, None]])
+    return int(torch.unique(torch.cat(sectors)).numel()) if loc.numel() else 0
+
+
+def compulsory_bytes(v: Variant, inputs: dict[str, Any], l2_bytes: int) -> int:
+    layout = layout_of(v)
+    n = inputs["x"].shape[0]
+    total = n * v.head_dim * v.elem_bytes + inputs["out_loc"].numel() * inputs["out_loc"].element_size()
+    if v.rope_dim:
+        total += inputs["positions"].numel() * inputs["positions"].element_size()
+        freqs = inputs["freqs"]
+        if freqs.numel() * 4 > l2_bytes:
+            total += int(inputs["positions"].unique().numel()) * v.rope_dim * 4
+    return total + 32 * written_sectors(layout, inputs["out_loc"], inputs["kvcache"].shape[0])
+
+
+def copy_roofline_gbs(size_bytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), median of 10."""
+    import torch
+
+    src = torch.empty(size_bytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3)
+    del src, dst
+    return 2 * size_bytes / statistics.median(times) / 1e9
+
+
+def empty_kernel_floor_us() -> float:
+    """Graph-replay cost of a kernel that does nothing (torch's spin kernel for 0 cycles)."""
+    import torch
+
+    return rotated_graph_us([lambda: torch.cuda._sleep(0)])
+
+
+def _extra_memory_mb(call: Callable[[], None]) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def _event_us(call: Callable[[], None], reps: int = 10) -> float:
+    import torch
+
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times)
+
+
+def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callable[[], None]:
+    import torch
+
+    def run() -> None:
+        reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
+                        inputs["kvcache"], 1e-6, inputs["bias"])
+
+    return torch.compile(run, dynamic=False) if compiled else run
+
+
+def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
+                  say: Callable[[str], None] = lambda _: None) -> list[Row]:
+    import torch
+
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    rows = []
+    for n in tokens:
+        first = workload_inputs(op.variant, n, workload, seed=1)
+        moved = compulsory_bytes(op.variant, first, l2)
+        sets = [first] + [workload_inputs(op.variant, n, workload, seed=s)
+                          for s in range(2, 1 + rotation_sets(moved, n, l2))]
+        us = rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets])
+        del sets
+        extra: dict[str, Any] = {}
+        for name in baselines:
+            try:
+                call = reference_call(op.variant, first, compiled=(name == "compile"))
+                key = "eager" if name == "eager" else "compiled"
+                extra[f"{key}_us"] = _event_us(call, reps=5 if n >= 262144 else 10)
+                extra[f"{key}_extra_mb"] = round(_extra_memory_mb(call), 1)
+            except Exception as exc:  # a baseline that cannot run is reported, not fatal
+                say(f"{op.variant.name} N={n}: {name} baseline failed: {str(exc).splitlines()[0][:120]}")
+        tbps = moved / (us * 1e-6) / 1e12
+        rows.append(Row(op.variant.name, workload, n, round(us, 3), moved, round(tbps, 3),
+                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra))
+        del first
+        torch.cuda.empty_cache()
+        say(f"{op.variant.name} {workload} N={n}: {us:.2f} us")
+    return rows
+
+
+def to_json(rows: list[Row], meta: dict[str, Any]) -> dict[str, Any]:
+    return {**meta, "bytes": BYTES_NOTE, "rows": [asdict(r) for r in rows]}
+
+
+def plot(rows: list[Row], path: str, meta: dict[str, Any]) -> None:
+    """Time per call and % of the copy roofline vs tokens, one line per variant and workload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    series: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        series.setdefault((r.variant, r.workload), []).append(r)
+    for (name, workload), rs in series.items():
+        xs = [r.tokens for r in rs]
+        left.plot(xs, [r.us for r in rs], marker="o", label=f"{name} ({workload})")
+        right.plot(xs, [r.roofline_pct for r in rs], marker="o", label=f"{name} ({workload})")
+    left.axhline(meta["floor_us"], color="grey", linestyle="--", label="empty kernel")
+    for ax, title in ((left, "us per call (graph replay)"), (right, "% of copy roofline")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    left.set_yscale("log")
+    right.legend(fontsize=7)
+    fig.suptitle(f"kernelgen bench on {meta['gpu']}: copy {meta['roofline_gbs']:.0f} GB/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

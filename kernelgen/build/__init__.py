@@ -1,0 +1,1 @@
+"""Content-addressed keys and ninja text (pure), toolchain discovery, and the one build lifecycle."""

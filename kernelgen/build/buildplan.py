@@ -1,0 +1,115 @@
+"""Pure build planning: content-addressed keys, ninja text and nvcc message trimming."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import __version__
+
+if TYPE_CHECKING:
+    from .toolchain import Toolchain
+
+CUDA_FLAGS: tuple[str, ...] = ("-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One translation unit to compile: a variant's source for a set of targets."""
+
+    name: str  # variant name, also the exported function
+    source: str  # path of the .cu file, relative to the build dir
+    archs: tuple[str, ...]
+    output: str  # .so (build) or .o (compile-only check), relative to the build dir
+
+    @property
+    def object(self) -> str:
+        """The compiled object: the output itself for a compile-only unit, else beside the .so."""
+        return self.output if self.output.endswith(".o") else self.output.rsplit(".", 1)[0] + ".o"
+
+
+def headers_digest(headers: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(headers):
+        h.update(name.encode() + b"\0" + headers[name] + b"\0")
+    return h.hexdigest()
+
+
+def build_key(source: str, headers: str, toolchain: Toolchain, archs: tuple[str, ...]) -> str:
+    """Hash of everything that changes the binary."""
+    payload = json.dumps({
+        "source": source,
+        "headers": headers,
+        "flags": list(CUDA_FLAGS),
+        "toolchain": toolchain.fingerprint(),
+        "archs": list(archs),
+        "kernelgen": __version__,
+    }, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    flags = []
+    for arch in archs:
+        number = arch[len("sm_"):]
+        flags.append(f"-gencode=arch=compute_{number},code=sm_{number}")
+    return flags
+
+
+def _escape(path: str) -> str:
+    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool) -> str:
+    """build.ninja for units: compile each (+ link into a .so when link). Each nvcc writes its
+    diagnostics to <output>.log so failures can be reported per unit."""
+    includes = " ".join(f"-I{_escape(d)}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs)))
+    lines = [
+        "ninja_required_version = 1.3",
+        f"nvcc = {_escape(toolchain.nvcc)}",
+        f"cuda_flags = {' '.join(CUDA_FLAGS)} {includes}",
+        f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi "
+        f"-L{_escape(toolchain.cuda_home)}/lib64 -lcudart",
+        "",
+        "rule compile",
+        "  command = $nvcc $cuda_flags $gencode -c $in -o $out > $out.log 2>&1",
+        "  description = nvcc $out",
+        "",
+        "rule link",
+        "  command = $nvcc -shared $in -o $out $ldflags > $out.log 2>&1",
+        "  description = link $out",
+        "",
+    ]
+    for u in units:
+        lines += [f"build {_escape(u.object)}: compile {_escape(u.source)}",
+                  f"  gencode = {' '.join(gencode_flags(u.archs))}"]
+        if link:
+            lines.append(f"build {_escape(u.output)}: link {_escape(u.object)}")
+    return "\n".join(lines) + "\n"
+
+
+_STATIC_ASSERT = re.compile(r'static assertion failed with "(.*)"')
+_ERROR = re.compile(r"(error|fatal)", re.IGNORECASE)
+
+
+def static_assert_message(log: str) -> str | None:
+    m = _STATIC_ASSERT.search(log)
+    return m.group(1) if m else None
+
+
+def trim_nvcc(log: str, max_lines: int = 4) -> str:
+    """The lines of nvcc's output that matter: the first error and a little context."""
+    lines = [line.rstrip() for line in log.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if _ERROR.search(line):
+            return "\n".join(lines[i:i + max_lines])
+    return "\n".join(lines[-max_lines:]) or "(no output)"
+
+
+def first_error_line(log: str) -> str:
+    message = static_assert_message(log)
+    if message is not None:
+        return f'static assertion failed with "{message}"'
+    return trim_nvcc(log, 1)

@@ -1,0 +1,279 @@
+"""Side effects of building: locks, staging, ninja, atomic publish. Everything that builds goes through here."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from functools import lru_cache
+from typing import Any, Iterator
+
+from .. import __version__
+
+from .. import knobs
+
+from .. import resources
+from .buildplan import Unit, build_key, first_error_line, headers_digest, ninja_text, trim_nvcc
+from ..errors import BuildError, GuardViolation, ToolchainError
+from ..codegen.guards import precheck, violations
+from ..layout.layout import layout_of
+from ..codegen.launch import LaunchPlan, default_plan
+from ..codegen.render import render_variant
+from .toolchain import Toolchain
+from ..spec.variant import Variant
+
+CACHE_LAYOUT = "v1"  # bump when the artifact directory format changes
+
+
+@dataclass(frozen=True)
+class Artifact:
+    variant: Variant
+    key: str
+    directory: Path
+    launch_plan: LaunchPlan
+
+    @property
+    def library(self) -> Path:
+        return self.directory / f"{self.variant.name}.so"
+
+    @property
+    def source(self) -> Path:
+        return self.directory / f"{self.variant.name}.cu"
+
+
+@dataclass(frozen=True)
+class Planned:
+    variant: Variant
+    source: str
+    key: str
+    launch_plan: LaunchPlan
+
+
+def kernels_dir(cache_dir: Path | None = None) -> Path:
+    return (cache_dir or knobs.cache_dir()) / CACHE_LAYOUT
+
+
+def read_headers() -> dict[str, bytes]:
+    folder = resources.include_dir() / "kernelgen"
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.cuh"))}
+
+
+def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
+         launch_plans: list[LaunchPlan | None] | None = None) -> list[Planned]:
+    """Precheck and render every variant (with its launch plan; None = its default launch) before
+    anything is written."""
+    headers = headers_digest(read_headers())
+    out = []
+    for v, lp in zip(variants, launch_plans or [None] * len(variants)):
+        lp = lp or default_plan(v)
+        source = render_variant(v, plan=lp)  # prechecks the guards first
+        out.append(Planned(v, source, build_key(source, headers, toolchain, archs), lp))
+    return out
+
+
+def artifact_for(p: Planned, root: Path) -> Artifact:
+    return Artifact(p.variant, p.key, root / f"{p.variant.name}-{p.key[:20]}", p.launch_plan)
+
+
+def is_published(a: Artifact) -> bool:
+    return (a.directory / "manifest.json").is_file() and a.library.is_file()
+
+
+@contextlib.contextmanager
+def locked(paths: list[Path]) -> Iterator[None]:
+    """Exclusive cross-process locks, taken in sorted order so two builders never deadlock."""
+    handles = []
+    try:
+        for path in sorted(paths):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handles.append(handle)
+        yield
+    finally:
+        for handle in reversed(handles):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+
+def run_ninja(build_dir: Path, jobs: int | None) -> str:
+    """Run ninja, keeping going past failed units (each unit's log says why). Returns ninja's own output;
+    raises BuildError when ninja itself failed before running any unit."""
+    jobs = jobs if jobs is not None else knobs.jobs()
+    if jobs is not None and jobs < 1:
+        raise ToolchainError(f"--jobs must be at least 1, got {jobs}")
+    command = ["ninja", "-k", "0"] + (["-j", str(jobs)] if jobs else [])
+    try:
+        done = subprocess.run(command, cwd=build_dir, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise ToolchainError("ninja not found on PATH: pip install ninja") from None
+    output = (done.stdout + done.stderr).strip()
+    if done.returncode != 0 and "ninja: error" in output:
+        raise BuildError(f"ninja failed: {trim_nvcc(output)}")
+    return output
+
+
+def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict[str, object]:
+    layout = layout_of(a.variant)
+    return {
+        "variant": a.variant.name,
+        "spec": a.variant.spec_name,
+        "key": a.key,
+        "archs": list(archs),
+        "toolchain": toolchain.fingerprint(),
+        "kernelgen": __version__,
+        "page_bytes": layout.page_bytes,
+        "bytes_per_token": layout.bytes_per_token,
+        "launch_configs": [c.id for c in a.launch_plan.configs],
+        "dispatch": a.launch_plan.describe(),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
+          cache_dir: Path | None = None, jobs: int | None = None,
+          launch_plans: list[LaunchPlan | None] | None = None) -> list[Artifact]:
+    """Build (or find) every variant: one ninja graph, atomic publish per variant.
+
+    try to find -> lock -> find again -> build into staging -> rename into place -> unlock.
+    Raises BuildError naming every variant that failed, after publishing the ones that built."""
+    root = kernels_dir(cache_dir)
+    planned = plan(variants, toolchain, archs, launch_plans)
+    artifacts = [artifact_for(p, root) for p in planned]
+    # The same variant named twice builds once (and must not take its lock twice).
+    missing = list({a.directory: (p, a) for p, a in zip(planned, artifacts) if not is_published(a)}.values())
+    if missing:
+        locks = [root / "locks" / f"{a.directory.name}.lock" for _, a in missing]
+        with locked(locks):
+            todo = [(p, a) for p, a in missing if not is_published(a)]
+            if todo:
+                _build_locked(todo, toolchain, archs, root, jobs)
+    return artifacts
+
+
+def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, archs: tuple[str, ...],
+                  root: Path, jobs: int | None) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    try:
+        units = []
+        for p, a in todo:
+            sub = staging / a.directory.name
+            sub.mkdir()
+            (sub / f"{p.variant.name}.cu").write_text(p.source)
+            units.append(Unit(p.variant.name, f"{a.directory.name}/{p.variant.name}.cu", archs,
+                              f"{a.directory.name}/{p.variant.name}.so"))
+        (staging / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=True))
+        run_ninja(staging, jobs)
+        failures = []
+        for (p, a), u in zip(todo, units):
+            built = staging / u.output
+            if not built.is_file():
+                failures.append((p.variant, _unit_log(staging, u)))
+                continue
+            _publish(staging / a.directory.name, a, archs, toolchain)
+        if failures:
+            raise BuildError(_failure_text(failures))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _read_log(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _unit_log(staging: Path, u: Unit) -> str:
+    """nvcc's output for a failed unit: the compile log, else the link log."""
+    for log in (staging / (u.object + ".log"), staging / (u.output + ".log")):
+        text = _read_log(log)
+        if text.strip():
+            return text
+    return "(nvcc printed nothing)"
+
+
+def _publish(sub: Path, a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> None:
+    for leftover in sub.glob("*.o*"):
+        leftover.unlink()
+    (sub / "manifest.json").write_text(json.dumps(_manifest(a, archs, toolchain), indent=2) + "\n")
+    if a.directory.exists():  # a stale, incomplete directory from a crashed builder
+        shutil.rmtree(a.directory)
+    os.rename(sub, a.directory)
+    with open(a.directory.parent / "builds.log", "a") as log:  # an audit trail: one line per compile
+        log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {a.directory.name} pid={os.getpid()}\n")
+
+
+def _failure_text(failures: list[tuple[Variant, str]]) -> str:
+    first_variant, first_log = failures[0]
+    names = ", ".join(v.name for v, _ in failures)
+    return (f"nvcc failed for {len(failures)} variant(s) ({names}); first, {first_variant.name}: "
+            f"{first_error_line(first_log)}\n{trim_nvcc(first_log)}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    variant: str
+    arch: str
+    ok: bool
+    message: str  # "" when ok; nvcc's first error or the guard message otherwise
+
+
+def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
+    """Variants that differ only in name and page_size compile to the same code up to constants,
+    unless page_size changes the store alignment; keep the first of each such group. Forbidden
+    variants are always kept (they cost no compile). Returns (kept, dropped count)."""
+    seen: set[tuple[Variant, int]] = set()
+    kept = []
+    for v in variants:
+        if violations(v):
+            kept.append(v)
+            continue
+        key = (replace(v, name="", page_size=0), layout_of(v).store_align)
+        if key not in seen:
+            seen.add(key)
+            kept.append(v)
+    return kept, len(variants) - len(kept)
+
+
+def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
+                 jobs: int | None = None, check: bool = True) -> list[CheckResult]:
+    """Compile each variant for each arch into a throwaway dir; failures are results, not exceptions.
+    With check=False the Python precheck is skipped (guard parity tests)."""
+    results: list[CheckResult] = []
+    units: list[Unit] = []
+    with tempfile.TemporaryDirectory(prefix="kernelgen-check-") as tmp:
+        work = Path(tmp)
+        for v in variants:
+            if check:
+                try:
+                    precheck(v)
+                except GuardViolation as exc:
+                    results += [CheckResult(v.name, arch, False, str(exc)) for arch in archs]
+                    continue
+            (work / f"{v.name}.cu").write_text(render_variant(v, check=False))
+            units += [Unit(v.name, f"{v.name}.cu", (arch,), f"{v.name}.{arch}.o") for arch in archs]
+        if units:
+            (work / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=False))
+            run_ninja(work, jobs)
+            for u in units:
+                ok = (work / u.output).is_file()
+                results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(_unit_log(work, u))))
+    order = {v.name: i for i, v in enumerate(variants)}
+    return sorted(results, key=lambda r: (order[r.variant], archs.index(r.arch)))
+
+
+@lru_cache(maxsize=None)
+def _load(path: str) -> Any:
+    import tvm_ffi
+
+    return tvm_ffi.load_module(path)
+
+
+def load_module(library: Path) -> Any:
+    """The tvm-ffi module of a published library (loaded once per process)."""
+    return _load(str(library))

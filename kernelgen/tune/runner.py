@@ -1,0 +1,227 @@
+"""The thin layer of tuning that touches the compiler, processes and the GPU.
+
+The parent compiles every variant's candidates in one parallel build (the same lifecycle and lock
+as `kernelgen build`), then runs one worker process per variant on each GPU it was given. A worker
+verifies each candidate against the reference before timing it, and streams every measurement
+back as a JSON line, so a crash (an illegal address poisons the CUDA context) costs only the
+candidate in flight: the parent records it as crashed and restarts the worker with the rest."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..build import toolchain as tc
+from ..build.lifecycle import Artifact, build, is_published, kernels_dir
+from ..codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes, resolve
+from ..errors import BuildError, TuningError
+from ..spec.variant import Launch, Variant
+from .search import Failed, Outcome
+from .space import instances
+
+MAX_RESTARTS = 8
+
+
+def tuning_plan(v: Variant, candidates: list[Launch]) -> LaunchPlan:
+    """Every candidate instance compiled into one library; the default serves the plain entry point."""
+    return plan_routes(v, [(ALL_TOKENS, resolve(v).launch)], tuple(candidates))
+
+
+def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], archs: tuple[str, ...],
+                       cache_dir: Path | None, jobs: int | None) -> tuple[list[list[Launch]], dict[str, dict[str, str]]]:
+    """Build every variant's tuning library in one ninja graph. Where a library fails, each instance is
+    built alone to find the ones that do not compile; those become failures and the rest are rebuilt.
+    Returns (compiled candidates per variant, failures per variant name: launch id -> message)."""
+    toolchain = tc.detect()
+    plans = [tuning_plan(v, c) for v, c in zip(variants, candidates)]
+    failures: dict[str, dict[str, str]] = {v.name: {} for v in variants}
+    try:
+        build(variants, toolchain, archs, cache_dir, jobs, launch_plans=plans)
+        return candidates, failures
+    except BuildError:
+        pass
+    kept: list[list[Launch]] = []
+    for v, cands in zip(variants, candidates):
+        singles = [plan_routes(v, [(ALL_TOKENS, inst)]) for inst in instances(cands)]
+        try:
+            build([v] * len(singles), toolchain, archs, cache_dir, jobs, launch_plans=singles)
+        except BuildError:
+            pass
+        from ..build.lifecycle import artifact_for
+        from ..build.lifecycle import plan as plan_builds
+        planned = plan_builds([v] * len(singles), toolchain, archs, singles)
+        bad = {p.launch_plan.configs[0] for p in planned if not is_published(artifact_for(p, kernels_dir(cache_dir)))}
+        for c in cands:
+            if replace(c, pdl=False) in bad:
+                failures[v.name][c.id] = "compile: nvcc failed for this configuration"
+        kept.append([c for c in cands if replace(c, pdl=False) not in bad])
+    live = [(v, c) for v, c in zip(variants, kept) if c]
+    if live:
+        build([v for v, _ in live], toolchain, archs, cache_dir, jobs, launch_plans=[tuning_plan(v, c) for v, c in live])
+    return kept, failures
+
+
+@dataclass
+class Job:
+    spec: str
+    variant: str
+    candidates: list[str]
+    buckets: list[int]
+    archs: list[str]
+    cache_dir: str | None
+    known: dict[str, Any] = field(default_factory=dict)  # {"timings": ..., "failures": ...}
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+
+def outcome_to_json(o: Outcome) -> dict[str, Any]:
+    return {"timings": {k: {str(b): us for b, us in t.items()} for k, t in o.timings.items()},
+            "failures": o.failures, "choice": o.choice}
+
+
+def outcome_from_json(d: dict[str, Any]) -> Outcome:
+    return Outcome({k: {int(b): float(us) for b, us in t.items()} for k, t in d.get("timings", {}).items()},
+                   dict(d.get("failures", {})), [tuple(x) for x in d.get("choice", [])])  # type: ignore[misc]
+
+
+def run_job(job: Job, gpu: str | None, on_event: Callable[[dict[str, Any]], None]) -> Outcome:
+    """Run a job in worker processes until it finishes; each crash marks the candidate in flight as crashed."""
+    known = outcome_from_json(job.known)
+    for _ in range(MAX_RESTARTS):
+        with tempfile.TemporaryDirectory(prefix="kernelgen-tune-") as tmp:
+            job_file = Path(tmp) / "job.json"
+            job_file.write_text(replace(job, known=outcome_to_json(known)).to_json())
+            env = dict(os.environ)
+            if gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = gpu
+            proc = subprocess.Popen([sys.executable, "-m", "kernelgen.tune.worker", str(job_file)], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            in_flight: str | None = None
+            final: Outcome | None = None
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if not line.startswith("{"):
+                    continue
+                event = json.loads(line)
+                on_event(event)
+                kind = event["event"]
+                if kind == "start":
+                    in_flight = event["id"]
+                elif kind == "time":
+                    known.timings.setdefault(event["id"], {})[int(event["n"])] = float(event["us"])
+                    in_flight = None
+                elif kind == "fail":
+                    known.failures[event["id"]] = event["message"]
+                    in_flight = None
+                elif kind == "done":
+                    final = outcome_from_json(event["outcome"])
+            stderr = proc.stderr.read() if proc.stderr else ""
+            code = proc.wait()
+        if final is not None and code == 0:
+            return final
+        if in_flight is None:
+            tail = stderr.strip().splitlines()[-1:] or [f"exit status {code}"]
+            raise TuningError(f"tuning worker for {job.variant} failed outside a measurement: {tail[0]}")
+        known.failures[in_flight] = f"crash: worker exited with status {code}: " + \
+            (stderr.strip().splitlines() or [""])[-1][:200]
+        known.timings.pop(in_flight, None)
+    raise TuningError(f"tuning {job.variant}: the worker crashed {MAX_RESTARTS} times; see the failures recorded")
+
+
+def built_artifact(v: Variant, candidates: list[Launch], archs: tuple[str, ...], cache_dir: Path | None) -> Artifact:
+    [artifact] = build([v], tc.detect(), archs, cache_dir, launch_plans=[tuning_plan(v, candidates)])
+    return artifact
+
+
+__all__ = ["Failed", "Job", "compile_candidates", "run_job", "tuning_plan", "built_artifact"]
+
+
+@dataclass
+class VariantResult:
+    variant: Variant
+    outcome: Outcome | None
+    record_path: Path | None
+    error: str = ""
+
+
+def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tuple[object, ...]],
+         buckets: tuple[int, ...], gpus: list[str | None], archs: tuple[str, ...], cache_dir: Path | None,
+         out_dir: Path, jobs: int | None, budget_s: float | None,
+         on_event: Callable[[str, dict[str, Any]], None]) -> list[VariantResult]:
+    """Tune variants (compile all candidates, then one worker per variant per GPU) and write records."""
+    import concurrent.futures
+    import time
+
+    from . import records
+    from .gpu import current
+    from .search import select
+    from .space import candidates as space_candidates
+    from .space import default_space
+
+    start = time.monotonic()
+    cands = [space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
+    on_event("", {"event": "compile", "variants": len(variants), "instances": sum(len(instances(c)) for c in cands)})
+    compiled, compile_failures = compile_candidates(variants, cands, archs, cache_dir, jobs)
+    on_event("", {"event": "compiled", "seconds": time.monotonic() - start})
+    gpu = current()
+    if gpu is None:
+        raise TuningError("tuning needs a CUDA GPU; none is visible here")
+    from .. import __version__
+    toolchain = tc.detect()
+    import torch
+
+    meta_toolchain = {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version, "kernelgen": __version__,
+                      "torch": torch.__version__, "cuda_runtime": str(torch.version.cuda)}
+    method = {"timing": "CUDA-graph replay, >=20 calls per graph, median of 15 replays; top 3 per bucket re-timed "
+                        "interleaved (median of 3)", "l2": "inputs rotated over >=3x L2 from 4096 tokens",
+              "workload": "decode (random positions, scattered slots) up to 256 tokens, prefill above",
+              "verify": "every configuration checked against the reference before timing", "tie": "2%"}
+    results: list[VariantResult] = []
+    pending = list(zip(variants, compiled))
+    free = list(gpus)
+
+    def one(v: Variant, cs: list[Launch], gpu_id: str | None) -> VariantResult:
+        if not cs:
+            return VariantResult(v, None, None, "no candidate compiled")
+        failures = compile_failures[v.name]
+        job = Job(spec_path, v.name, [c.id for c in cs], list(buckets), list(archs),
+                  str(cache_dir) if cache_dir else None, {"failures": failures})
+        try:
+            outcome = run_job(job, gpu_id, lambda e: on_event(v.name, e))
+        except TuningError as exc:
+            return VariantResult(v, None, None, str(exc))
+        outcome.failures.update(failures)
+        default = resolve(v).launch
+        record = records.Record(v.name, v.content_key(), records.template_hash(), gpu, buckets, outcome.timings,
+                                outcome.failures, tuple(outcome.choice), meta_toolchain, method)
+        path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default))
+        return VariantResult(v, outcome, path)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+        running: dict[Any, str | None] = {}
+        while pending or running:
+            while pending and free:
+                if budget_s is not None and time.monotonic() - start > budget_s:
+                    results += [VariantResult(v, None, None, "budget spent before it started") for v, _ in pending]
+                    pending = []
+                    break
+                v, cs = pending.pop(0)
+                gpu_id = free.pop(0)
+                running[pool.submit(one, v, cs, gpu_id)] = gpu_id
+            if not running:
+                break
+            done, _ = concurrent.futures.wait(list(running), return_when=concurrent.futures.FIRST_COMPLETED)
+            for fut in done:
+                free.append(running.pop(fut))
+                try:
+                    results.append(fut.result())
+                except TuningError as exc:
+                    results.append(VariantResult(Variant(name="?"), None, None, str(exc)))
+    order = {v.name: i for i, v in enumerate(variants)}
+    return sorted(results, key=lambda r: order.get(r.variant.name, 1 << 30))

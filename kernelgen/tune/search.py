@@ -1,0 +1,147 @@
+"""Pure search: probe every candidate, keep the promising, time them per token-count bucket, pick with
+a tie rule, merge neighbouring buckets. Timings come from a Timer, so a simulated one tests it all."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from ..spec.variant import Launch
+
+# Powers of two up to 256 (decode steps), coarser above (prefill).
+DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+TIE = 0.02  # within 2% of the fastest, the simpler configuration wins
+
+
+class Failed(Exception):
+    """A candidate failed: kind is 'compile', 'wrong', 'crash' or 'launch'; the message says why."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message = kind, message
+
+
+class Timer(Protocol):
+    def __call__(self, launch: Launch, num_tokens: int) -> float:
+        """Median microseconds per call; raises Failed."""
+
+
+@dataclass
+class Outcome:
+    """Everything measured for one variant: per-config timings per bucket, failures, the choice."""
+
+    timings: dict[str, dict[int, float]] = field(default_factory=dict)  # launch id -> bucket -> us
+    failures: dict[str, str] = field(default_factory=dict)  # launch id -> "kind: message"
+    choice: list[tuple[int, str]] = field(default_factory=list)  # (max bucket, launch id), merged
+
+
+def simplicity(launch: Launch, default: Launch) -> tuple[int, ...]:
+    """Order for ties: the default first, then no PDL, then no prefetch, then fewer threads per token."""
+    return (launch != default, launch.pdl, launch.prefetch, launch.threads_per_token, -launch.vec,
+            launch.tokens_per_block)
+
+
+def choose(times: dict[str, float], default: Launch, previous: str | None, tie: float = TIE) -> str:
+    """The launch id for one bucket: among those within `tie` of the fastest, the default, else the
+    previous bucket's choice (so neighbouring buckets merge), else the simplest."""
+    best = min(times.values())
+    close = [lid for lid, us in times.items() if us <= best * (1 + tie)]
+    if default.id in close:
+        return default.id
+    if previous in close:
+        return previous  # type: ignore[return-value]
+    return min(close, key=lambda lid: simplicity(Launch.from_id(lid), default))
+
+
+def merge_buckets(per_bucket: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Neighbouring buckets that chose the same configuration become one route."""
+    merged: list[tuple[int, str]] = []
+    for bucket, lid in per_bucket:
+        if merged and merged[-1][1] == lid:
+            merged[-1] = (bucket, lid)
+        else:
+            merged.append((bucket, lid))
+    return merged
+
+
+def select(timings: dict[str, dict[int, float]], buckets: tuple[int, ...], default: Launch,
+           tie: float = TIE) -> list[tuple[int, str]]:
+    """Per-bucket choices from recorded timings (a config missing a bucket does not compete there)."""
+    per_bucket: list[tuple[int, str]] = []
+    previous: str | None = None
+    for b in buckets:
+        times = {lid: t[b] for lid, t in timings.items() if b in t}
+        if not times:
+            continue
+        previous = choose(times, default, previous, tie)
+        per_bucket.append((b, previous))
+    return merge_buckets(per_bucket)
+
+
+def _measure(timer: Timer, launch: Launch, n: int, outcome: Outcome) -> float | None:
+    if launch.id in outcome.failures:
+        return None
+    try:
+        us = timer(launch, n)
+    except Failed as exc:
+        outcome.failures[launch.id] = str(exc)
+        outcome.timings.pop(launch.id, None)
+        return None
+    outcome.timings.setdefault(launch.id, {})[n] = us
+    return us
+
+
+def probe_buckets(buckets: tuple[int, ...]) -> tuple[int, ...]:
+    """Where every candidate is timed: the smallest, a middle and the second-largest bucket (the largest
+    costs the most to time and rarely ranks differently from its neighbour; finalists are timed there)."""
+    return tuple(dict.fromkeys((buckets[0], buckets[len(buckets) // 2], buckets[max(len(buckets) - 2, 0)])))
+
+
+def search(candidates: list[Launch], buckets: tuple[int, ...], timer: Timer, default: Launch,
+           keep: int = 3, recheck: int = 3, known: Outcome | None = None,
+           progress: Callable[[str], None] | None = None) -> Outcome:
+    """Tune one variant. `known` timings (from an earlier run) are reused, not re-timed."""
+    outcome = known or Outcome()
+    say = progress or (lambda _: None)
+    alive = [c for c in candidates if c.id not in outcome.failures]
+    survivors: list[Launch] = [default] if default in alive else []
+    for n in probe_buckets(buckets):
+        say(f"probe N={n}: {len(alive)} candidates")
+        times = {}
+        for c in alive:
+            us = outcome.timings.get(c.id, {}).get(n)
+            us = us if us is not None else _measure(timer, c, n, outcome)
+            if us is not None:
+                times[c.id] = us
+        ranked = sorted(times, key=times.__getitem__)[:keep]
+        survivors += [c for c in alive if c.id in ranked and c not in survivors]
+    survivors = [c for c in survivors if c.id not in outcome.failures]
+    for n in buckets:
+        say(f"bucket N={n}: {len(survivors)} finalists")
+        for c in survivors:
+            if n not in outcome.timings.get(c.id, {}):
+                _measure(timer, c, n, outcome)
+        _recheck(timer, survivors, n, outcome, recheck)
+    finalists = {c.id: outcome.timings[c.id] for c in survivors if c.id in outcome.timings}
+    outcome.choice = select(finalists, buckets, default)
+    return outcome
+
+
+def _recheck(timer: Timer, survivors: list[Launch], n: int, outcome: Outcome, top: int) -> None:
+    """Re-time the fastest few interleaved (a, b, c, a, b, c) and keep each one's median of three."""
+    timed = [c for c in survivors if n in outcome.timings.get(c.id, {})]
+    ranked = sorted(timed, key=lambda c: outcome.timings[c.id][n])[:top]
+    if len(ranked) < 2:
+        return
+    samples = {c.id: [outcome.timings[c.id][n]] for c in ranked}
+    for _ in range(2):
+        for c in ranked:
+            try:
+                samples[c.id].append(timer(c, n))
+            except Failed as exc:
+                outcome.failures[c.id] = str(exc)
+    for lid, values in samples.items():
+        if lid in outcome.failures:
+            outcome.timings.pop(lid, None)
+        else:
+            outcome.timings[lid][n] = statistics.median(values)

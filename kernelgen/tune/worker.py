@@ -1,0 +1,130 @@
+"""One tuning worker process: verify and time one variant's candidates on the visible GPU.
+
+Run as `python -m kernelgen.tune.worker JOB.json`; prints one JSON line per event (start, time,
+fail, done). The parent (runner.run_job) restarts it after a crash with what it already knows."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..build.lifecycle import Artifact, load_module
+from ..measure.inputs import workload_inputs
+from ..measure.timing import (
+    compulsory_bytes,
+    launch_args,
+    rotated_graph_us,
+    rotation_sets,
+)
+from ..measure.verify import verify
+from ..spec.parse import load_spec
+from ..spec.variant import Launch, Variant
+from .runner import Job, built_artifact, outcome_from_json, outcome_to_json
+from .search import Failed, search
+
+DECODE_UP_TO = 256  # token counts up to this are timed as decode steps, larger as prefill
+VERIFY_TOKENS = (1, 300)
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+class ConfigCaller:
+    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours)."""
+
+    def __init__(self, artifact: Artifact) -> None:
+        import torch
+
+        self.plan = artifact.launch_plan
+        self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
+        self.empty = torch.empty(0, dtype=torch.uint8, device="cuda")
+
+    def launch_config(self, config: int, pdl: bool, *args: Any) -> None:
+        *tensors, eps = args
+        self.function(*(t if t is not None else self.empty for t in tensors), float(eps), int(config), bool(pdl))
+
+
+class GpuTimer:
+    """Times one compiled configuration at a token count: graph replay, inputs rotated past the L2
+    from 4096 tokens on; verifies each configuration against the reference before its first timing."""
+
+    def __init__(self, v: Variant, op: ConfigCaller, reps: int = 15) -> None:
+        import torch
+
+        self.v, self.op, self.reps = v, op, reps
+        self.verified: dict[tuple[Launch, bool], str | None] = {}
+        self.inputs: tuple[int, list[dict[str, Any]]] | None = None
+        self.l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+
+    def _index(self, launch: Launch) -> int:
+        return self.op.plan.configs.index(replace(launch, pdl=False))
+
+    def _verify(self, launch: Launch) -> None:
+        key = (replace(launch, pdl=False), launch.pdl)
+        if key not in self.verified:
+            idx = self._index(launch)
+            problem = None
+            for i, n in enumerate(VERIFY_TOKENS if not launch.pdl else (37,)):
+                def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any) -> None:
+                    self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, eps)
+                report = verify(self.v.with_launch(key[0]), run, n, 4, "cuda", seed=100 + i)
+                if not report.ok:
+                    problem = f"wrong at N={n}: {report.as_dict()}"
+                    break
+            self.verified[key] = problem
+        if self.verified[key]:
+            raise Failed("wrong", self.verified[key])
+
+    def _sets(self, n: int) -> list[dict[str, Any]]:
+        if self.inputs is None or self.inputs[0] != n:
+            self.inputs = None
+            import torch
+
+            torch.cuda.empty_cache()
+            workload = "decode" if n <= DECODE_UP_TO else "prefill"
+            count = rotation_sets(compulsory_bytes(self.v, n), n, self.l2)
+            self.inputs = (n, [workload_inputs(self.v, n, workload, seed=s) for s in range(count)])
+        return self.inputs[1]
+
+    def __call__(self, launch: Launch, n: int) -> float:
+        emit({"event": "start", "id": launch.id, "n": n})
+        self._verify(launch)
+        idx = self._index(launch)
+        calls = [lambda a=launch_args(s): self.op.launch_config(idx, launch.pdl, *a) for s in self._sets(n)]
+        try:
+            us = rotated_graph_us(calls, self.reps)
+        except Exception as exc:  # a launch error poisons the context: report it and let the parent restart us
+            emit({"event": "fail", "id": launch.id, "kind": "launch", "message": f"launch: {exc}"})
+            sys.exit(3)
+        emit({"event": "time", "id": launch.id, "n": n, "us": us})
+        return us
+
+
+def main(job_file: str) -> int:
+    job = Job(**json.loads(Path(job_file).read_text()))
+    v = load_spec(job.spec).variant(job.variant)
+    candidates = [Launch.from_id(c) for c in job.candidates]
+    known = outcome_from_json(job.known)
+    live = [c for c in candidates if c.id not in known.failures]
+    default = candidates[0]
+    op = ConfigCaller(built_artifact(v, candidates, tuple(job.archs), Path(job.cache_dir) if job.cache_dir else None))
+    timer = GpuTimer(v, op)
+
+    def timed(launch: Launch, n: int) -> float:
+        try:
+            return timer(launch, n)
+        except Failed as exc:
+            emit({"event": "fail", "id": launch.id, "kind": exc.kind, "message": str(exc)})
+            raise
+
+    outcome = search(live, tuple(job.buckets), timed, default, known=known)
+    emit({"event": "done", "outcome": outcome_to_json(outcome)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,184 @@
+"""Tuner tier (no GPU): search, buckets, merging, tie-breaks, failures as data, records on disk,
+metadata rejection and run-time record lookup, all with a simulated timer replaying timings."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernelgen import knobs
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
+from kernelgen.runtime.op import tuned_plan
+from kernelgen.spec.parse import load_spec, parse_spec
+from kernelgen.spec.variant import Launch
+from kernelgen.tune import records
+from kernelgen.tune.gpu import GpuInfo
+from kernelgen.tune.search import DEFAULT_BUCKETS, Failed, Outcome, choose, merge_buckets, search, select
+from kernelgen.tune.space import candidates, default_space, rejection
+
+pytestmark = pytest.mark.pure
+
+V = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
+DEFAULT = resolve(V).launch
+H200 = GpuInfo("NVIDIA H200", "9.0", 132, 140, 4800)
+B200 = GpuInfo("NVIDIA B200", "10.0", 148, 179, 8000)
+RTX = GpuInfo("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 188, 95, 1792)
+
+
+class Replay:
+    """A simulated GPU: time(launch, n) from a formula or table; counts every call."""
+
+    def __init__(self, table: dict[str, float | Exception], scale: dict[int, float] | None = None) -> None:
+        self.table, self.scale, self.calls = table, scale or {}, []
+
+    def __call__(self, launch: Launch, n: int) -> float:
+        self.calls.append((launch.id, n))
+        value = self.table.get(launch.id, 10.0)
+        if isinstance(value, Exception):
+            raise value
+        return value * self.scale.get(n, 1.0)
+
+
+def test_space_offers_only_valid_points_and_says_why_it_rejects() -> None:
+    valid, rejected = candidates(V, default_space(V))
+    assert valid[0] == DEFAULT and len(valid) == len(set(valid))
+    assert all(rejection(V, c) is None for c in valid)
+    assert rejected and all("[guard " in why for _, why in rejected)
+    assert any("at most 64 values" in why for l, why in rejected if l.threads_per_token == 1)
+
+
+def test_a_spec_tune_section_narrows_the_space() -> None:
+    spec = parse_spec("family: fused_norm_rope_store\nname: s\nvariants:\n  - {name: a}\n"
+                      "tune:\n  threads_per_token: [16, 32]\n  pdl: [false]\n  buckets: [1, 64, 4096]\n", "s.yaml")
+    valid, _ = candidates(spec.variants[0], default_space(spec.variants[0], spec.tune_overrides()))
+    assert {c.threads_per_token for c in valid[1:]} == {16, 32} and not any(c.pdl for c in valid)
+    assert spec.tune_buckets() == (1, 64, 4096)
+
+
+def test_search_picks_the_fastest_per_bucket_and_merges_neighbours() -> None:
+    small, big = Launch(32, 2, 4, True, True), Launch(8, 32, 8)
+    # small wins at N <= 64, big wins above; every other candidate is slower everywhere.
+    def timer(launch: Launch, n: int) -> float:
+        base = {small.id: 1.0 if n <= 64 else 50.0, big.id: 3.0 if n <= 64 else 20.0}.get(launch.id, 60.0)
+        return base * (1 if n <= 64 else n / 1024)
+    valid, _ = candidates(V, default_space(V))
+    assert small in valid and big in valid
+    outcome = search(valid, DEFAULT_BUCKETS, timer, DEFAULT)
+    assert outcome.choice == [(64, small.id), (DEFAULT_BUCKETS[-1], big.id)]
+    plan = plan_routes(V, [(b, Launch.from_id(lid)) for b, lid in outcome.choice])
+    assert plan.launch_for(1) == small and plan.launch_for(64) == small and plan.launch_for(65) == big
+    assert plan.launch_for(10**9) == big and plan.routes[-1].max_tokens == ALL_TOKENS
+
+
+def test_probing_prunes_before_timing_every_bucket() -> None:
+    valid, _ = candidates(V, default_space(V))
+    timer = Replay({c.id: 1.0 + i for i, c in enumerate(valid)})
+    search(valid, DEFAULT_BUCKETS, timer, DEFAULT, keep=4)
+    full = len(valid) * len(DEFAULT_BUCKETS)
+    assert len(timer.calls) < full / 3, (len(timer.calls), full)
+
+
+def test_ties_go_to_the_default_then_to_the_neighbouring_choice() -> None:
+    other, third = Launch(32, 2, 4), Launch(16, 4, 8)
+    assert choose({DEFAULT.id: 1.015, other.id: 1.0}, DEFAULT, None) == DEFAULT.id
+    assert choose({DEFAULT.id: 1.05, other.id: 1.0}, DEFAULT, None) == other.id
+    assert choose({DEFAULT.id: 2.0, other.id: 1.01, third.id: 1.0}, DEFAULT, other.id) == other.id
+    assert choose({DEFAULT.id: 2.0, Launch(32, 2, 4, False, True).id: 1.0, other.id: 1.01}, DEFAULT, None) == other.id
+
+
+def test_merge_buckets() -> None:
+    assert merge_buckets([(1, "a"), (2, "a"), (4, "b"), (8, "a")]) == [(2, "a"), (4, "b"), (8, "a")]
+
+
+def test_failures_are_data_and_never_chosen() -> None:
+    fast_but_wrong, crashes = Launch(32, 2, 4), Launch(16, 4, 8)
+    timer = Replay({fast_but_wrong.id: Failed("wrong", "3 codes differ"), crashes.id: Failed("crash", "exit -11"),
+                    DEFAULT.id: 5.0})
+    outcome = search([DEFAULT, fast_but_wrong, crashes, Launch(8, 8, 8, True)], (1, 4096), timer, DEFAULT)
+    assert outcome.failures == {fast_but_wrong.id: "wrong: 3 codes differ", crashes.id: "crash: exit -11"}
+    assert {lid for _, lid in outcome.choice} <= {DEFAULT.id, Launch(8, 8, 8, True).id}
+    again = Replay({})
+    search([DEFAULT, fast_but_wrong], (1, 4096), again, DEFAULT, known=outcome)
+    assert fast_but_wrong.id not in {lid for lid, _ in again.calls}, "a failed candidate is never retried"
+
+
+def _record(gpu: GpuInfo, timings: dict[str, dict[int, float]], choice: list[tuple[int, str]],
+            template: str | None = None) -> records.Record:
+    return records.Record(V.name, V.content_key(), template or records.template_hash(), gpu, (1, 4096), timings, {},
+                          tuple(choice))
+
+
+def test_records_round_trip_and_apply_only_to_the_same_gpu_and_template(tmp_path: Path) -> None:
+    fast = Launch(32, 2, 4, False, True)
+    records.write(tmp_path, _record(RTX, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    found = records.lookup([tmp_path], RTX, V)
+    assert found is not None and found[0].routes() == [(ALL_TOKENS, fast)]
+    assert records.lookup([tmp_path], H200, V) is None
+    assert records.lookup([tmp_path], B200, V) is None
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)], template="0" * 16))
+    assert records.lookup([tmp_path], H200, V) is None, "a record for another template is never used"
+    other_board = replace(H200, bandwidth_gbs=3350)
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    assert records.lookup([tmp_path], H200, V) is not None
+    assert records.lookup([tmp_path], other_board, V) is None
+
+
+def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Path) -> None:
+    fast = Launch(32, 2, 4, True, True)
+    with knobs.scope(CACHE_DIR=str(tmp_path)):
+        records.write(knobs.tuning_dir(), _record(RTX, {fast.id: {1: 1.0}}, [(64, fast.id), (ALL_TOKENS, DEFAULT.id)]))
+        plan, where = tuned_plan(V, RTX)
+        assert where.endswith(".json") and plan.launch_for(1) == fast and plan.launch_for(65) == DEFAULT
+        assert tuned_plan(V, H200)[1] in ("defaults",) or "cache" in tuned_plan(V, H200)[1]
+        assert tuned_plan(V, B200) == (plan_routes(V, [(ALL_TOKENS, DEFAULT)]), "defaults")
+        with knobs.scope(PDL="0"):
+            assert tuned_plan(V, RTX)[0].launch_for(1) == replace(fast, pdl=False)
+        with knobs.scope(TUNED="0"):
+            assert tuned_plan(V, RTX)[1] == "defaults"
+
+
+def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
+    a, b = Launch(32, 2, 4), Launch(16, 4, 8)
+    pick = lambda r: select(r.timings, r.buckets, DEFAULT)  # noqa: E731
+    records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 5.0, 4096: 5.0}, a.id: {1: 2.0, 4096: 9.0}}, []), pick)
+    records.write(tmp_path, _record(H200, {b.id: {1: 9.0, 4096: 1.0}}, []), pick)
+    [(_, _, merged)] = records.all_records(tmp_path)
+    assert set(merged.timings) == {DEFAULT.id, a.id, b.id}
+    assert merged.choice == ((1, a.id), (4096, b.id))
+
+
+def _writer(directory: str, i: int) -> None:
+    lid = Launch(32, 2, 4).id if i % 2 else DEFAULT.id
+    records.write(Path(directory), records.Record(V.name, V.content_key(), records.template_hash(), H200,
+                                                  (1 << i,), {lid: {1 << i: float(i + 1)}}, {}, ()))
+
+
+def test_eight_processes_writing_at_once_lose_no_record(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), i)) for i in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    [(_, _, merged)] = records.all_records(tmp_path)
+    assert sorted(b for t in merged.timings.values() for b in t) == [1 << i for i in range(8)]
+
+
+def test_a_corrupt_record_file_is_ignored(tmp_path: Path) -> None:
+    path = records.record_file(tmp_path, H200)
+    path.write_text('{"schema": 1, "gpu": {"name": "NVIDIA H200"')
+    assert records.lookup([tmp_path], H200, V) is None
+    path.write_text(json.dumps({"schema": 99, "gpu": H200.as_dict(), "variants": {}}))
+    assert records.lookup([tmp_path], H200, V) is None
+
+
+def test_launch_ids_round_trip() -> None:
+    for launch in (Launch(8, 8, 8), Launch(32, 2, 4, True, True), Launch(1, 64, 2, False, True)):
+        assert Launch.from_id(launch.id) == launch
+    with pytest.raises(ValueError, match="not a launch id"):
+        Launch.from_id("t8.b8")
+    assert isinstance(Outcome(), Outcome)
