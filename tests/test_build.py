@@ -105,3 +105,19 @@ def test_check_command_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixt
     captured = capsys.readouterr()
     assert "ok_one" in captured.out and "1/2 compiled" in captured.out
     assert "bad_one [sm_90a]" in captured.err and "page_size must be a power of two" in captured.err
+
+
+def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
+    """A Blackwell user tunes with the same space: every candidate instance compiles for sm_100a and sm_120a."""
+    from kernelgen.build.lifecycle import compile_only
+    from kernelgen.tune.runner import tuning_plan
+    from kernelgen.tune.space import candidates, default_space
+
+    v = variant("dsv4_indexer_fp4_p64")
+    plan = tuning_plan(v, candidates(v, default_space(v))[0])
+    assert len(plan.configs) > 10
+    from kernelgen.codegen.render import render_variant
+    source = render_variant(v, plan=plan)
+    assert source.count("struct dsv4_indexer_fp4_p64_cfg") == len(plan.configs)
+    results = compile_only([v], toolchain.detect(), ("sm_100a", "sm_120a"), plan=plan)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]

@@ -241,7 +241,7 @@ def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
 
 
 def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
-                 jobs: int | None = None, check: bool = True) -> list[CheckResult]:
+                 jobs: int | None = None, check: bool = True, plan: LaunchPlan | None = None) -> list[CheckResult]:
     """Compile each variant for each arch into a throwaway dir; failures are results, not exceptions.
     With check=False the Python precheck is skipped (guard parity tests)."""
     results: list[CheckResult] = []
@@ -255,7 +255,7 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
                 except GuardViolation as exc:
                     results += [CheckResult(v.name, arch, False, str(exc)) for arch in archs]
                     continue
-            (work / f"{v.name}.cu").write_text(render_variant(v, check=False))
+            (work / f"{v.name}.cu").write_text(render_variant(v, check=False, plan=plan))
             units += [Unit(v.name, f"{v.name}.cu", (arch,), f"{v.name}.{arch}.o") for arch in archs]
         if units:
             (work / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=False))
