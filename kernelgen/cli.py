@@ -222,8 +222,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spec, variants = _selected(args)
     buckets = _parse_ints(args.buckets, "--buckets") or spec.tune_buckets() or DEFAULT_BUCKETS
     gpus: list[str | None] = [g for g in args.gpus.split(",") if g] if args.gpus else [None]
-    archs = tc.resolve_archs(args.arch)
     out_dir = Path(args.out) if args.out else knobs.tuning_dir()
+    if args.ray is not None:
+        return _tune_on_ray(args, spec, variants, buckets, out_dir)
+    archs = tc.resolve_archs(args.arch)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -254,6 +256,32 @@ def cmd_tune(args: argparse.Namespace) -> int:
         _tune_table(r)
     out.print(f"records written to {out_dir}", markup=False)
     return 1 if failed else 0
+
+
+def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], buckets: tuple[int, ...],
+                 out_dir: Path) -> int:
+    """One Ray task per variant on the cluster's GPUs; every result merges into the local record files."""
+    from . import __version__
+    from .codegen.launch import resolve as resolve_launch
+    from .tune import records
+    from .tune.distributed import SearchTask, gpu_execute, run_tasks, write_results
+    from .tune.space import candidates, default_space
+
+    tasks = [SearchTask(spec.path, v.name, v.content_key(),
+                        tuple(c.id for c in candidates(v, default_space(v, spec.tune_overrides()))[0]),
+                        resolve_launch(v).launch.id, buckets, tc.parse_arch_list(args.arch) if args.arch else ())
+             for v in variants]
+    err.print(f"submitting {len(tasks)} tuning tasks to Ray ({args.ray or 'a new local instance'})", markup=False)
+    results = run_tasks(tasks, gpu_execute, 1.0, args.ray or None)
+    paths = write_results(results, out_dir, records.template_hash(), {"kernelgen": __version__}, {"scheduler": "ray"})
+    for r in results:
+        if r.outcome is None:
+            err.print(f"error: {r.task.variant}: not tuned: {r.error}", markup=False)
+        else:
+            out.print(f"{r.task.variant} on {r.gpu.name if r.gpu else '?'}: "
+                      + "; ".join(f"<={b}: {lid}" for b, lid in r.outcome.choice), markup=False)
+    out.print(f"records written: {', '.join(map(str, paths)) or 'none'}", markup=False)
+    return 1 if any(r.outcome is None for r in results) else 0
 
 
 def json_line(event: dict[str, Any]) -> str:
@@ -360,6 +388,9 @@ def parser() -> argparse.ArgumentParser:
     tu.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     tu.add_argument("--cache-dir", help="kernel cache (default: $KERNELGEN_CACHE_DIR)")
     tu.add_argument("--out", help="record directory (default: the user's tuning cache)")
+    tu.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                    help="schedule one task per variant on a Ray cluster (ADDRESS, e.g. auto; none: a local instance); "
+                         "needs pip install 'kernelgen[ray]'")
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
     tu.set_defaults(func=cmd_tune)
     gd = sub.add_parser("guards", help="the guard table")

@@ -6,7 +6,14 @@ from dataclasses import replace
 import jinja2
 import pytest
 
-from kernelgen.build.buildplan import Unit, build_key, first_error_line, gencode_flags, ninja_text, trim_nvcc
+from kernelgen.build.buildplan import (
+    Unit,
+    build_key,
+    first_error_line,
+    gencode_flags,
+    ninja_text,
+    trim_nvcc,
+)
 from kernelgen.build.toolchain import Toolchain, parse_arch_list
 from kernelgen.codegen.render import environment, f32_literal, render_variant
 from kernelgen.errors import ToolchainError

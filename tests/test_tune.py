@@ -16,7 +16,15 @@ from kernelgen.spec.parse import load_spec, parse_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune import records
 from kernelgen.tune.gpu import GpuInfo
-from kernelgen.tune.search import DEFAULT_BUCKETS, Failed, Outcome, choose, merge_buckets, search, select
+from kernelgen.tune.search import (
+    DEFAULT_BUCKETS,
+    Failed,
+    Outcome,
+    choose,
+    merge_buckets,
+    search,
+    select,
+)
 from kernelgen.tune.space import candidates, default_space, rejection
 
 pytestmark = pytest.mark.pure
@@ -192,3 +200,23 @@ def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() ->
 
     missing = [v.name for v in shipped_variants() if tuned_plan(v, H200)[1] == "defaults"]
     assert not missing
+
+
+def test_simulated_device_properties_select_their_own_record(tmp_path: Path) -> None:
+    """An sm_120 record (RTX PRO 6000 Blackwell) is used on that GPU and ignored on an H200 and a B200."""
+    from types import SimpleNamespace
+
+    from kernelgen.tune.gpu import from_properties
+
+    def props(name: str, major: int, minor: int, sms: int, gib: int, khz: int, bits: int) -> SimpleNamespace:
+        return SimpleNamespace(name=name, major=major, minor=minor, multi_processor_count=sms,
+                               total_memory=gib * 2**30, memory_clock_rate=khz, memory_bus_width=bits)
+
+    rtx = from_properties(props(RTX.name, 12, 0, 188, 95, 14_000_000, 512))
+    h200 = from_properties(props("NVIDIA H200", 9, 0, 132, 140, 2_619_000, 6144))
+    b200 = from_properties(props("NVIDIA B200", 10, 0, 148, 179, 4_000_000, 8192))
+    assert rtx.capability == "12.0" and rtx.bandwidth_gbs == 1792 and h200.slug == "nvidia-h200-sm90-132sms"
+    fast = Launch(32, 2, 4, True, True)
+    records.write(tmp_path, _record(rtx, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    assert records.lookup([tmp_path], rtx, V) is not None
+    assert records.lookup([tmp_path], h200, V) is None and records.lookup([tmp_path], b200, V) is None

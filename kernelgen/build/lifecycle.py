@@ -10,23 +10,26 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterator
 
-from .. import __version__
-
-from .. import knobs
-
-from .. import resources
-from .buildplan import Unit, build_key, first_error_line, headers_digest, ninja_text, trim_nvcc
-from ..errors import BuildError, GuardViolation, ToolchainError
+from .. import __version__, knobs, resources
 from ..codegen.guards import precheck, violations
-from ..layout.layout import layout_of
 from ..codegen.launch import LaunchPlan, default_plan
 from ..codegen.render import render_variant
-from .toolchain import Toolchain
+from ..errors import BuildError, GuardViolation, ToolchainError
+from ..layout.layout import layout_of
 from ..spec.variant import Variant
+from .buildplan import (
+    Unit,
+    build_key,
+    first_error_line,
+    headers_digest,
+    ninja_text,
+    trim_nvcc,
+)
+from .toolchain import Toolchain
 
 CACHE_LAYOUT = "v1"  # bump when the artifact directory format changes
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..build import toolchain as tc
 from ..build.lifecycle import Artifact, load_module
 from ..measure.inputs import workload_inputs
 from ..measure.timing import (
@@ -111,7 +112,8 @@ def main(job_file: str) -> int:
     known = outcome_from_json(job.known)
     live = [c for c in candidates if c.id not in known.failures]
     default = candidates[0]
-    op = ConfigCaller(built_artifact(v, candidates, tuple(job.archs), Path(job.cache_dir) if job.cache_dir else None))
+    archs = tuple(job.archs) or tc.resolve_archs(None)  # a Ray task builds for the GPU of its node
+    op = ConfigCaller(built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None))
     timer = GpuTimer(v, op)
 
     def timed(launch: Launch, n: int) -> float:

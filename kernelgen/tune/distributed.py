@@ -1,0 +1,93 @@
+"""Tuning jobs on a Ray cluster (the optional extra: pip install kernelgen[ray]).
+
+Ray schedules one task per variant on any node with a free GPU (num_gpus=1 per task, so Ray sets
+CUDA_VISIBLE_DEVICES); each task runs the same worker process as a local `kernelgen tune` and
+returns its outcome with the identity of the GPU it ran on. The driver merges every result into
+one record file per GPU model, through the same locked merge as local tuning."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import TuningError
+from . import records
+from .gpu import GpuInfo
+from .runner import outcome_from_json
+from .search import Outcome
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """Everything a remote task needs to tune one variant (plain data: it crosses the network)."""
+
+    spec: str
+    variant: str
+    content_key: str
+    candidates: tuple[str, ...]
+    default: str
+    buckets: tuple[int, ...]
+    archs: tuple[str, ...] = ()
+    known: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: SearchTask
+    gpu: GpuInfo | None
+    outcome: Outcome | None
+    error: str = ""
+
+
+Execute = Callable[[SearchTask], dict[str, Any]]  # -> {"gpu": GpuInfo dict, "outcome": outcome json}
+
+
+def gpu_execute(task: SearchTask) -> dict[str, Any]:
+    """Run on a cluster node: the local worker process on the GPU Ray gave this task."""
+    from .gpu import current
+    from .runner import Job, outcome_to_json, run_job
+
+    gpu = current()
+    if gpu is None:
+        raise TuningError(f"{task.variant}: the Ray task got no GPU")
+    job = Job(task.spec, task.variant, list(task.candidates), list(task.buckets), list(task.archs), None, task.known)
+    return {"gpu": gpu.as_dict(), "outcome": outcome_to_json(run_job(job, None, lambda _: None))}
+
+
+def run_tasks(tasks: list[SearchTask], execute: Execute, gpus_per_task: float = 1.0,
+              address: str | None = None) -> list[TaskResult]:
+    """Run every task as a Ray task (starting or joining a cluster as `address` says); a failed task
+    is a result with its error, not an exception."""
+    try:
+        import ray
+    except ImportError:
+        raise TuningError("Ray is not installed: pip install 'kernelgen[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(num_gpus=gpus_per_task, max_retries=0)(execute)
+    refs = [remote.remote(t) for t in tasks]
+    results = []
+    for task, ref in zip(tasks, refs):
+        try:
+            got = ray.get(ref)
+            results.append(TaskResult(task, GpuInfo.from_dict(got["gpu"]), outcome_from_json(got["outcome"])))
+        except Exception as exc:  # a task that failed remotely is reported, the others still land
+            results.append(TaskResult(task, None, None, str(exc).strip().splitlines()[-1][:300]))
+    return results
+
+
+def write_results(results: list[TaskResult], out_dir: Path, template: str, toolchain: dict[str, str],
+                  method: dict[str, Any]) -> list[Path]:
+    """Merge every successful result into the record file of the GPU it ran on."""
+    from ..spec.variant import Launch
+    from .search import select
+
+    paths = []
+    for r in results:
+        if r.outcome is None or r.gpu is None:
+            continue
+        default = Launch.from_id(r.task.default)
+        record = records.Record(r.task.variant, r.task.content_key, template, r.gpu, r.task.buckets,
+                                r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
+        paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
+    return sorted(set(paths))
