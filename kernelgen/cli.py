@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -95,6 +96,26 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _ninja_progress(what: str) -> Iterator[Callable[[int, int, str], None]]:
+    """Rich progress (steps done / total, the current one, elapsed) on a terminal; plain lines otherwise."""
+    start = time.monotonic()
+    if not err.is_terminal:
+        def plain(done: int, total: int, step: str) -> None:
+            err.print(f"[{done}/{total}] {time.monotonic() - start:5.1f} s  {step}", markup=False)
+        yield plain
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True) as bar:
+        task = bar.add_task("", total=None)
+
+        def fancy(done: int, total: int, step: str) -> None:
+            bar.update(task, completed=done - 1, total=total, description=escape(step))
+        yield fancy
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .build.lifecycle import compile_only, one_per_layout
 
@@ -104,7 +125,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.all:
         variants, skipped = one_per_layout(variants)
     start = time.monotonic()
-    results = compile_only(variants, tc.detect(), archs, args.jobs)
+    toolchain = tc.detect()
+    err.print(f"nvcc: {toolchain.describe()}", markup=False)
+    with _ninja_progress("compiling") as progress:
+        results = compile_only(variants, toolchain, archs, args.jobs, progress=progress)
     table = Table(title=f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", title_justify="left")
     table.add_column("variant")
     for arch in archs:
@@ -131,7 +155,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     archs = tc.resolve_archs(args.arch)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     start = time.monotonic()
-    artifacts = build(variants, tc.detect(), archs, Path(args.cache_dir) if args.cache_dir else None, args.jobs)
+    toolchain = tc.detect()
+    err.print(f"nvcc: {toolchain.describe()}", markup=False)
+    with _ninja_progress("building") as progress:
+        artifacts = build(variants, toolchain, archs, Path(args.cache_dir) if args.cache_dir else None, args.jobs,
+                          progress=progress)
     table = Table(title=f"kernelgen build: {len(artifacts)} variants for {', '.join(archs)}", title_justify="left")
     for col in ("variant", "page B", "library"):
         table.add_column(col)
@@ -393,12 +421,19 @@ def parser() -> argparse.ArgumentParser:
                          "needs pip install 'kernelgen[ray]'")
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
     tu.set_defaults(func=cmd_tune)
+    rc = sub.add_parser("recall", add_help=False,
+                        help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU; `kernelgen recall --help`)")
     gd = sub.add_parser("guards", help="the guard table")
     gd.set_defaults(func=cmd_guards)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["recall"]:  # its own options, parsed by kernelgen.recall
+        from . import recall
+
+        return recall.main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -407,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KernelgenError as exc:
         lines = str(exc).splitlines() or [type(exc).__name__]
-        err.print(f"error: {lines[0]}", markup=False)
+        err.print(f"error: {lines[0]}", markup=False, soft_wrap=True)
         for line in lines[1:]:
             err.print(f"  {line}", markup=False)
         return 1

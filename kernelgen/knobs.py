@@ -16,6 +16,9 @@ class Knob:
     doc: str
     default: str | None = None
 
+    def is_set(self) -> bool:
+        return os.environ.get(self.name) not in (None, "")
+
     def get(self) -> str | None:
         value = os.environ.get(self.name)
         return value if value not in (None, "") else self.default
@@ -31,6 +34,7 @@ CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libc
 PDL = Knob("KERNELGEN_PDL", "set to 0 to launch without programmatic dependent launch even where a tuning record "
            "chose it (default: as tuned)")
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
+DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
 
 
@@ -48,6 +52,10 @@ def tuning_dir() -> Path:
 
 def pdl_allowed() -> bool:
     return PDL.get() != "0"
+
+
+def debug() -> bool:
+    return DEBUG.get() == "1"
 
 
 def use_tuned() -> bool:

@@ -41,12 +41,29 @@ def shipped_specs() -> list[Path]:
 
 def find_spec(name_or_path: str) -> Path:
     """An existing file path, or a bare shipped-spec name such as 'dsv4_indexer'."""
+    import itertools
+    import stat
+
+    def mode_of(candidate: Path) -> int | None:
+        try:
+            return candidate.stat().st_mode
+        except (OSError, ValueError):  # missing, a name too long, a NUL in it: no spec file there
+            return None
+
     path = Path(name_or_path)
-    if path.is_file():
+    mode = mode_of(path)
+    if mode is not None and stat.S_ISREG(mode):
         return path
+    if mode is not None and stat.S_ISDIR(mode):
+        example = min(itertools.islice(path.glob("*.yaml"), 100), default=None)
+        hint = f", e.g. {example}" if example else ""
+        raise SpecError(f"{name_or_path}: is a directory, not a spec file; give one of its .yaml files{hint}")
+    if mode is not None:  # reading a FIFO or a device could block or never end: refuse before opening it
+        raise SpecError(f"{name_or_path}: is not a regular file (a pipe, socket or device); give a .yaml spec file")
     bare = "/" not in name_or_path and path.suffix == ""
     shipped = spec_dir() / f"{name_or_path}.yaml"
-    if bare and shipped.is_file():
+    shipped_mode = mode_of(shipped) if bare else None
+    if shipped_mode is not None and stat.S_ISREG(shipped_mode):
         return shipped
     names = ", ".join(p.stem for p in shipped_specs())
     raise SpecError(f"{name_or_path}: no such spec file (shipped specs: {names})")

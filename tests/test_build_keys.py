@@ -2,7 +2,7 @@
 
 Moving a module, renaming a function or reorganising the package must not change any key (a
 changed key silently rebuilds every user's cache). The keys below were last updated when
-launch configurations became template instances inside one build (the generated code changed);
+the kernel went full-warp with NaN rows defined (tools/golden_keys.py prints new keys);
 update them only in a commit that changes generated code or the key recipe on purpose, and say so
 in that commit."""
 from __future__ import annotations
@@ -18,35 +18,68 @@ pytestmark = pytest.mark.pure
 FIXED_TOOLCHAIN = Toolchain("nvcc", "/usr/local/cuda", "release 13.0", "c++ 12", "0.1.15", ("/i",), "/l")
 
 GOLDEN_KEYS = {
-    "dsv32_indexer_fp8_p64": "ba09df0390ef719aba29ba2f9642dd57b687031878d193e23cbf23bf8a366eac",
-    "dsv32_indexer_bf16_p64": "cc8a96c221ecd422a9dbfd1c1bed3d9ff8a2942f8a508d86fb408f83c93e6048",
-    "dsv4_indexer_fp8_p1": "f46d937726194847c9df3c48aa91f4d81a986c0b1e691caacd02adf4881ba8aa",
-    "dsv4_indexer_fp8_p16": "ad3b9accd895fdc8a9fdee48ef51a528a42e35318614f9e15262842bc08991b7",
-    "dsv4_indexer_fp8_p64": "2b9fcdcf1f6fd1776b145e8d7b5e85885b58a34ac3d6d1f8d38d32c8dc74ff4e",
-    "dsv4_indexer_fp8_p256": "925e80dc672ce56394202aefb26f182547b9deb2dde68101b7276031a8a61d3c",
-    "dsv4_indexer_bf16_p1": "d5ffa5a29ab2e31dcd83bd87b30a3bfbdbb160c75ad1033a8a8ecf1496e18d4a",
-    "dsv4_indexer_bf16_p16": "0682fbf0ddb9b3d46f1c4678c8024fd783b2ba335978c74523a27a8968e17934",
-    "dsv4_indexer_bf16_p64": "e8b11b73191ee98c10f23a525c2c44d2b9569928a71db0b6dab8120139a84f0b",
-    "dsv4_indexer_bf16_p256": "6eb18aea995dd995dccd0eb9cadbc870b16dbdaa9ade765b8651809567c388d2",
-    "dsv4_indexer_fp4_p1": "dd3c0f0f61019a90f3bd34ebb63ccdeea81103fb185ae934feeaeaf6a57f1f30",
-    "dsv4_indexer_fp4_p16": "f1e34c88a9ce93646c0c4a1e9bd175659b304d7da8af82bc8b31e8f040f71680",
-    "dsv4_indexer_fp4_p64": "ca376c6d420b57debf698f492f035a6ea7ff8b9698128c80c5793b5fb7250fe7",
-    "dsv4_indexer_fp4_p256": "57a50f3a8df3485d42383af82e3c56c516fc7b5e9eb6d27efc16808f7da9da06",
-    "dsv4_mainkv_fp8mla_p1": "b3b317f4c55900f3d00ba17693c075442ff8d0407556fceb4c16434826baefc9",
-    "dsv4_mainkv_fp8mla_p64": "2709ae24c903bfcbfa8ff264e207a3f34ee6cf6940f73b64d29f3ec88de2cb65",
-    "dsv4_mainkv_bf16_p1": "ef07fac70ef230e5a46ad739dcfdbce2e6a3baa894f5b8e3c734136fc05d48d4",
-    "dsv4_mainkv_bf16_p64": "bc3f36734ac0e8eb65d6f6ec98d1f0bc0a8f6d7549edb285434feb44e572a06c",
-    "dsv4_mainkv_fp8mla_bfround_p64": "8e8e79216ec669a6c0b761279243d52a3efbd7b08861cc2be2338ed1ba3a3da8",
-    "example_fp8_inbf16": "2d50b7c635de0d80c554e95c043360109c7142c91c3bfccba53f90d46c436b92",
-    "example_fp8_infp32": "5107f684619c3680baf799e978346df7ed1c4049712983fb72f4449102d7fcba",
-    "example_fp4_inbf16": "f0c584ba658c007d4074cfa3b28bf2e5f35b794af800332147f2e4bbb0400bc0",
-    "example_fp4_infp32": "23391bcc2e9da3b940498ac804cb6d1d076d5108b3b213b60930ca5daa2057a9",
-    "example_ln_neox_head": "b5c23380001c50775471baf1a37f4632a4c5aa103be4b789688ffb44deb2cb08",
-    "example_d192_norope": "817100bc35771d25eae1c35304ba220222d68f8bf03592aa7e7b636b52fdae5c",
-    "example_d1024_r128": "005f1679caade1735244bc5d75827bdecb4c908196889666e4ce1a0b0fbce456",
+    "dsv32_indexer_fp8_p64": "feed77883c6bd2053fad09dace5b7964aa240092d5fe593efd4a87e00611536c",
+    "dsv32_indexer_bf16_p64": "b70d4dd7d885c7ef5ce3718ca25bde2913b616c2dae1fcb95ebe2631d2f95c54",
+    "dsv4_indexer_fp8_p1": "d391406692871a0f34ae85d3f2c31cf325eb622de52c222e43743f1df89d8e82",
+    "dsv4_indexer_fp8_p16": "3bc8dcea32975d2068b07649436dd5929d9b92fd389659f6c840e938df4e7cf9",
+    "dsv4_indexer_fp8_p64": "9ed3e8aa338b8ac094a0801e12e139880309bfc39c78a07e28339d282a53aea0",
+    "dsv4_indexer_fp8_p256": "bb9707fc9e2e7c411860f12cf9e328c4718d56e17eaa0c9cceb2c614e74a1feb",
+    "dsv4_indexer_bf16_p1": "d8b5cd5a09b2a99096d2e132e5bf820a9bfb596c86d031559d41d0a42817bb6f",
+    "dsv4_indexer_bf16_p16": "602681a4f2d61d93590a38b472c0cd38b1852a5f5017ecfd1df1a7a14df1eca0",
+    "dsv4_indexer_bf16_p64": "5bfd551f331a461c1e2700517061f80517793da5e03d79e8a9b8108bd1402d6b",
+    "dsv4_indexer_bf16_p256": "662523e17b001fafed21df58b99fb059854266b38777e56afe4797e1b737e187",
+    "dsv4_indexer_fp4_p1": "b598aa3fccf4f20e749cd757081d55d5235ced2fe2e583d950d2d5fa2516f14d",
+    "dsv4_indexer_fp4_p16": "61b5b6d3101c400b094a35b757dfb008746cee27035897bbf8da7156e37a7872",
+    "dsv4_indexer_fp4_p64": "5a5622102a5181d78a177a565e17dbd15788c2776f456ed7e8fa59c60fb8eeac",
+    "dsv4_indexer_fp4_p256": "3e794f545676024e42d57c0d626ecfc5c84e12207a7baa0fcbb763d34ca36209",
+    "dsv4_mainkv_fp8mla_p1": "f6cbf20a41410da7d824f18680ae1e356cb896ad507649f18146676e71191071",
+    "dsv4_mainkv_fp8mla_p64": "7cd703293396f93adf0714f317e709e4c2367c35938c52189204ea3b018d0293",
+    "dsv4_mainkv_bf16_p1": "a0307a33f864536ffc6c803a144dedea2187d9743c4231dc73a43230d15c3ba3",
+    "dsv4_mainkv_bf16_p64": "1c805b9d3a46968e11df7210cac78e0d17594ca958a1b500002395f001bd3016",
+    "dsv4_mainkv_fp8mla_bfround_p64": "faa95033530cba6241a58603b3d514c980c682cdb06f007ea5c9859e9a019845",
+    "example_fp8_inbf16": "5a67529ba915598ce3232f7630fdc27974e1c57276a68ac9df74500895b6f38e",
+    "example_fp8_infp32": "2c77477954d9e921bcf33b0f1564dabbb7c65df90d3f151903cf763208d2fd07",
+    "example_fp4_inbf16": "5953ead00bb841677bec4bd215bde3b7b98ab3c310040d271793e63b3e0cb9a9",
+    "example_fp4_infp32": "a04872c4c3325d95161881d673a9a97eff3631292c25bb81c8f967319bc52451",
+    "example_ln_neox_head": "72986889c269f93a17bc7f236ced53af897709aea2abd9f4e2e42a43d9992474",
+    "example_d192_norope": "15ea5578ae48534a7ae5d91c9bb021c5f75569afd9068235138ce318d8a672da",
+    "example_d1024_r128": "78c9c3441bc9144dcbbf535bfa39637dda98ce230364d014089db072c6fc4e1b",
 }
 
 
 def test_shipped_build_keys_are_unchanged() -> None:
     keys = {p.variant.name: p.key for p in plan(shipped_variants(), FIXED_TOOLCHAIN, ("sm_90a",))}
     assert keys == GOLDEN_KEYS
+
+
+def test_every_input_of_the_binary_changes_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A different nvcc, tvm-ffi, host compiler, flags, header, template or target gives another key."""
+    from dataclasses import replace
+
+    from kernelgen.build import buildplan, lifecycle
+
+    [v] = [x for x in shipped_variants() if x.name == "dsv4_indexer_fp8_p64"]
+
+    def key(toolchain: Toolchain = FIXED_TOOLCHAIN, archs: tuple[str, ...] = ("sm_90a",)) -> str:
+        return plan([v], toolchain, archs)[0].key
+
+    base = key()
+    changed = {
+        "nvcc": key(replace(FIXED_TOOLCHAIN, nvcc_version="release 13.1")),
+        "tvm-ffi": key(replace(FIXED_TOOLCHAIN, tvm_ffi_version="0.1.16")),
+        "c++": key(replace(FIXED_TOOLCHAIN, cxx_version="c++ 13")),
+        "arch": key(archs=("sm_100a",)),
+    }
+    with monkeypatch.context() as m:
+        m.setattr(buildplan, "CUDA_FLAGS", buildplan.CUDA_FLAGS + ("-lineinfo",))
+        changed["flags"] = key()
+    real_headers = lifecycle.read_headers
+    with monkeypatch.context() as m:
+        m.setattr(lifecycle, "read_headers", lambda: {**real_headers(), "numeric.cuh": b"// edited\n"})
+        changed["header"] = key()
+    real_render = lifecycle.render_variant
+    with monkeypatch.context() as m:
+        m.setattr(lifecycle, "render_variant", lambda *a, **k: real_render(*a, **k) + "// template edit\n")
+        changed["template"] = key()
+    assert all(k != base for k in changed.values()), [name for name, k in changed.items() if k == base]
+    assert len(set(changed.values())) == len(changed)

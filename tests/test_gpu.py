@@ -216,3 +216,22 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
                 if not report.ok:
                     failures.append((config.id, pdl, n, report.as_dict()))
     assert not failures, failures
+
+
+@pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_indexer_bf16_p64",
+                                  "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64"])
+def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: str) -> None:
+    """NaN, inf and overflowing rows become canonical NaN rows, zero rows stay finite, exactly as the reference."""
+    import torch
+
+    op = shipped_ops[name]
+    inputs = make_inputs(op.variant, 64, 4, "cuda", seed=4)
+    x = inputs["x"]
+    x[1, 3], x[2, 5], x[3, 7] = float("nan"), float("inf"), float("-inf")
+    x[4, :] = 1e30 * torch.tensor([1.0, -1.0], device="cuda").repeat(op.variant.head_dim // 2)
+    x[5, :] = 0.0
+    want = expected(op.variant, inputs)
+    op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
+       bias=inputs["bias"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)

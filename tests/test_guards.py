@@ -1,6 +1,9 @@
 """Guards: the Python precheck and the generated static_asserts reject the same variants with the same words."""
 from __future__ import annotations
 
+import os
+import random
+
 import pytest
 
 from kernelgen.build import toolchain
@@ -8,7 +11,7 @@ from kernelgen.build.lifecycle import compile_only
 from kernelgen.codegen.guards import GUARDS, precheck, violations
 from kernelgen.codegen.render import render_variant
 from kernelgen.errors import GuardViolation
-from kernelgen.spec.variant import Launch, Variant
+from kernelgen.spec.variant import AXES, Launch, Variant
 
 # One variant per guard that breaks that guard and no other.
 VIOLATIONS: dict[str, Variant] = {
@@ -29,6 +32,7 @@ VIOLATIONS: dict[str, Variant] = {
     "values_per_thread": Variant("g_values_per_thread", head_dim=1024, launch=Launch(8, 0, 8)),
     "block_shape": Variant("g_block_shape", launch=Launch(16, 1, 8)),
     "fp4_group_span": Variant("g_fp4_group_span", store="fp4_e2m1", launch=Launch(2, 0, 8)),
+    "store_words": Variant("g_store_words", head_dim=64, store="fp4_e2m1", page_size=1),
     "flashmla_group_span": Variant("g_flashmla_group_span", head_dim=512, store="fp8_flashmla", launch=Launch(16, 0, 2)),
 }
 
@@ -75,3 +79,32 @@ def test_static_asserts_fire_with_the_same_message() -> None:
     for guard_id, v in VIOLATIONS.items():
         message = next(g.message for g in GUARDS if g.id == guard_id)
         assert got[v.name] == f'static assertion failed with "{message}"', (guard_id, got[v.name])
+
+
+def _random_variant(rng: random.Random, i: int) -> Variant:
+    """Any point of the spec space, guards or not: head_dim, rope, norm, stores, pages, dtypes, launch."""
+    settings = {axis: rng.choice(choices) for axis, (_, choices) in AXES.items() if choices}
+    settings.update(head_dim=rng.choice([64, 96, 128, 192, 256, 320, 448, 512, 576, 1024]),
+                    rope_dim=rng.choice([0, 32, 64, 128]), norm_bias=rng.random() < 0.3,
+                    hadamard=rng.random() < 0.4, page_size=rng.choice([1, 2, 3, 16, 64, 256]),
+                    round_through_bf16=rng.random() < 0.2)
+    launch = Launch(rng.choice([0, 0, 2, 4, 8, 16, 32]), rng.choice([0, 0, 1, 2, 8]), rng.choice([0, 0, 2, 4, 8]))
+    return Variant(name=f"prop_{i}", launch=launch, **settings)
+
+
+@pytest.mark.build
+def test_precheck_accepts_exactly_what_nvcc_compiles() -> None:
+    """Variants drawn from the whole spec space: the precheck accepts one if and only if nvcc compiles it
+    (a sample in CI; KERNELGEN_PROPERTY_SAMPLES=200 for a longer run)."""
+    rng = random.Random(int(os.environ.get("KERNELGEN_PROPERTY_SEED", "7")))
+    samples = int(os.environ.get("KERNELGEN_PROPERTY_SAMPLES", "8"))
+    accepted, rejected = [], []
+    while len(accepted) < samples or len(rejected) < samples:
+        v = _random_variant(rng, len(accepted) + len(rejected))
+        (rejected if violations(v) else accepted).append(v)
+    chosen = accepted[:samples] + rejected[:samples]
+    results = compile_only(chosen, toolchain.detect(), ("sm_90a",), check=False)
+    compiled = {r.variant: r.ok for r in results}
+    wrong = [(v, [g.id for g in violations(v)], compiled[v.name]) for v in chosen
+             if compiled[v.name] != (not violations(v))]
+    assert not wrong, wrong

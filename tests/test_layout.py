@@ -132,3 +132,14 @@ def test_golden_bytes_written_by_hand_from_layouts_md() -> None:
     assert row[0] == 0x7E and row[448:450] == [0x80, 0x3F] and row[574:576] == [0x00, 0xC0]  # bf16 1.0, -2.0
     assert row[576:583] == [127] + [127 - 22] * 6 and row[583] == 0xEE  # 1e-4/448 -> 2^-22; byte 8 untouched
     assert row[584:] == [0xEE] * (1152 - 584)
+
+
+@pytest.mark.pure
+def test_docs_layouts_md_is_generated_from_the_layout_code() -> None:
+    from pathlib import Path
+
+    from kernelgen.layout.doc import layouts_markdown
+    from kernelgen.spec.parse import shipped_variants
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "layouts.md"
+    assert doc.read_text() == layouts_markdown(shipped_variants()), "run python tools/gen_docs.py"

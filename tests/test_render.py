@@ -103,3 +103,12 @@ def test_one_per_layout_keeps_each_layout_once() -> None:
     assert dropped == len(variants) - len(kept)
     bad, good = replace(variants[0], name="bad", page_size=3), variants[0]
     assert one_per_layout([bad, good])[0] == [bad, good]  # a forbidden variant never hides a valid one
+
+
+def test_a_cuda_home_without_nvcc_is_refused_not_silently_replaced(tmp_path) -> None:
+    from kernelgen import knobs
+    from kernelgen.build.toolchain import find_nvcc
+
+    with knobs.scope(CUDA_HOME=str(tmp_path / "nowhere")):
+        with pytest.raises(ToolchainError, match=r"CUDA_HOME=.*nowhere has no bin/nvcc; point CUDA_HOME at a CUDA"):
+            find_nvcc()

@@ -220,3 +220,41 @@ def test_simulated_device_properties_select_their_own_record(tmp_path: Path) -> 
     records.write(tmp_path, _record(rtx, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
     assert records.lookup([tmp_path], rtx, V) is not None
     assert records.lookup([tmp_path], h200, V) is None and records.lookup([tmp_path], b200, V) is None
+
+
+def test_a_tuner_killed_during_a_record_write_loses_nothing_written_before(tmp_path: Path) -> None:
+    """Killed after writing its temp file but before the rename: the record file keeps its old content,
+    the lock dies with the process, and the next writer cleans the leftover and succeeds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    fast = Launch(32, 2, 4)
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_tune as t
+        from kernelgen.tune import records
+        def hang(*a, **k):
+            print("writing", flush=True)
+            time.sleep(60)
+        os.replace = hang
+        records.write(__import__("pathlib").Path({str(tmp_path)!r}), t._record(t.H200, {{"t8.b8.v8": {{1: 9.0}}}}, []))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list(tmp_path.glob(".*.json.*")), "the killed writer left its temp file"
+    found = records.lookup([tmp_path], H200, V)
+    assert found is not None and found[0].choice == ((ALL_TOKENS, fast.id),)
+    start = time.monotonic()
+    records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 2.0}}, [(ALL_TOKENS, DEFAULT.id)]))
+    assert time.monotonic() - start < 5, "the dead writer's lock was released"
+    assert not list(tmp_path.glob(".*.json.*"))
+    [(_, _, merged)] = records.all_records(tmp_path)
+    assert set(merged.timings) == {fast.id, DEFAULT.id}

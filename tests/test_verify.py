@@ -60,3 +60,18 @@ def test_codes_two_steps_off_and_wrong_scales_fail() -> None:
         cache[slot // 4, 128 * 4 + (slot % 4) * 4] ^= 0x04  # fp32 scale off by 4 ulps
     report = verify(FP8, reference_run(FP8, bump_scale), 200, 1, "cpu", seed=2)
     assert report.scale_max_ulp == 4 and not report.ok
+
+
+def test_exact_means_exact_one_code_one_step_off_or_one_scale_ulp_fails() -> None:
+    def nudge_code(cache, loc):
+        slot = first_written(loc)
+        code = int(cache[slot // 4, (slot % 4) * 128])
+        cache[slot // 4, (slot % 4) * 128] = code + 1 if (code & 0x7F) < 0x7E else code - 1  # one step
+    report = verify(FP8, reference_run(FP8, nudge_code), 200, 1, "cpu", seed=3)
+    assert report.code_mismatches == 1 and report.code_far == 0 and not report.ok
+
+    def nudge_scale(cache, loc):
+        slot = first_written(loc)
+        cache[slot // 4, 128 * 4 + (slot % 4) * 4] ^= 0x01  # fp32 scale one ulp off
+    report = verify(FP8, reference_run(FP8, nudge_scale), 200, 1, "cpu", seed=3)
+    assert report.scale_max_ulp == 1 and not report.ok

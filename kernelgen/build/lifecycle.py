@@ -1,10 +1,7 @@
-"""Side effects of building: locks, staging, ninja, atomic publish. Everything that builds goes through here."""
+"""The one build lifecycle: plan, find, lock, find again, stage, ninja, publish, load. Everything that builds goes through here."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -12,7 +9,7 @@ import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 from .. import __version__, knobs, resources
 from ..codegen.guards import precheck, violations
@@ -29,25 +26,16 @@ from .buildplan import (
     ninja_text,
     trim_nvcc,
 )
+from .store import (
+    Artifact,
+    clean_dead_staging,
+    is_published,
+    kernels_dir,
+    locked,
+    publish,
+    staging_prefix,
+)
 from .toolchain import Toolchain
-
-CACHE_LAYOUT = "v1"  # bump when the artifact directory format changes
-
-
-@dataclass(frozen=True)
-class Artifact:
-    variant: Variant
-    key: str
-    directory: Path
-    launch_plan: LaunchPlan
-
-    @property
-    def library(self) -> Path:
-        return self.directory / f"{self.variant.name}.so"
-
-    @property
-    def source(self) -> Path:
-        return self.directory / f"{self.variant.name}.cu"
 
 
 @dataclass(frozen=True)
@@ -56,10 +44,6 @@ class Planned:
     source: str
     key: str
     launch_plan: LaunchPlan
-
-
-def kernels_dir(cache_dir: Path | None = None) -> Path:
-    return (cache_dir or knobs.cache_dir()) / CACHE_LAYOUT
 
 
 def read_headers() -> dict[str, bytes]:
@@ -84,40 +68,31 @@ def artifact_for(p: Planned, root: Path) -> Artifact:
     return Artifact(p.variant, p.key, root / f"{p.variant.name}-{p.key[:20]}", p.launch_plan)
 
 
-def is_published(a: Artifact) -> bool:
-    return (a.directory / "manifest.json").is_file() and a.library.is_file()
+Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what ninja just started)
+_STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
 
 
-@contextlib.contextmanager
-def locked(paths: list[Path]) -> Iterator[None]:
-    """Exclusive cross-process locks, taken in sorted order so two builders never deadlock."""
-    handles = []
-    try:
-        for path in sorted(paths):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(path, "a+")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            handles.append(handle)
-        yield
-    finally:
-        for handle in reversed(handles):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
-
-
-def run_ninja(build_dir: Path, jobs: int | None) -> str:
-    """Run ninja, keeping going past failed units (each unit's log says why). Returns ninja's own output;
-    raises BuildError when ninja itself failed before running any unit."""
+def run_ninja(build_dir: Path, jobs: int | None, progress: Progress | None = None) -> str:
+    """Run ninja, keeping going past failed units (each unit's log says why), reporting each step it
+    starts to `progress`. Returns ninja's own output; raises BuildError when ninja itself failed
+    before running any unit."""
     jobs = jobs if jobs is not None else knobs.jobs()
     if jobs is not None and jobs < 1:
         raise ToolchainError(f"--jobs must be at least 1, got {jobs}")
     command = ["ninja", "-k", "0"] + (["-j", str(jobs)] if jobs else [])
     try:
-        done = subprocess.run(command, cwd=build_dir, capture_output=True, text=True, check=False)
+        proc = subprocess.Popen(command, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except FileNotFoundError:
         raise ToolchainError("ninja not found on PATH: pip install ninja") from None
-    output = (done.stdout + done.stderr).strip()
-    if done.returncode != 0 and "ninja: error" in output:
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        m = _STATUS.match(line.strip())
+        if m and progress is not None:
+            progress(int(m.group(1)), int(m.group(2)), m.group(3))
+    output = "".join(lines).strip()
+    if proc.wait() != 0 and "ninja: error" in output:
         raise BuildError(f"ninja failed: {trim_nvcc(output)}")
     return output
 
@@ -141,7 +116,7 @@ def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict
 
 def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
           cache_dir: Path | None = None, jobs: int | None = None,
-          launch_plans: list[LaunchPlan | None] | None = None) -> list[Artifact]:
+          launch_plans: list[LaunchPlan | None] | None = None, progress: Progress | None = None) -> list[Artifact]:
     """Build (or find) every variant: one ninja graph, atomic publish per variant.
 
     try to find -> lock -> find again -> build into staging -> rename into place -> unlock.
@@ -156,14 +131,15 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
         with locked(locks):
             todo = [(p, a) for p, a in missing if not is_published(a)]
             if todo:
-                _build_locked(todo, toolchain, archs, root, jobs)
+                _build_locked(todo, toolchain, archs, root, jobs, progress)
     return artifacts
 
 
 def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, archs: tuple[str, ...],
-                  root: Path, jobs: int | None) -> None:
+                  root: Path, jobs: int | None, progress: Progress | None = None) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    clean_dead_staging(root)
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=root))
     try:
         units = []
         for p, a in todo:
@@ -173,14 +149,14 @@ def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, ar
             units.append(Unit(p.variant.name, f"{a.directory.name}/{p.variant.name}.cu", archs,
                               f"{a.directory.name}/{p.variant.name}.so"))
         (staging / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=True))
-        run_ninja(staging, jobs)
+        run_ninja(staging, jobs, progress)
         failures = []
         for (p, a), u in zip(todo, units):
             built = staging / u.output
             if not built.is_file():
                 failures.append((p.variant, _unit_log(staging, u)))
                 continue
-            _publish(staging / a.directory.name, a, archs, toolchain)
+            publish(staging / a.directory.name, a, _manifest(a, archs, toolchain))
         if failures:
             raise BuildError(_failure_text(failures))
     finally:
@@ -198,17 +174,6 @@ def _unit_log(staging: Path, u: Unit) -> str:
         if text.strip():
             return text
     return "(nvcc printed nothing)"
-
-
-def _publish(sub: Path, a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> None:
-    for leftover in sub.glob("*.o*"):
-        leftover.unlink()
-    (sub / "manifest.json").write_text(json.dumps(_manifest(a, archs, toolchain), indent=2) + "\n")
-    if a.directory.exists():  # a stale, incomplete directory from a crashed builder
-        shutil.rmtree(a.directory)
-    os.rename(sub, a.directory)
-    with open(a.directory.parent / "builds.log", "a") as log:  # an audit trail: one line per compile
-        log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {a.directory.name} pid={os.getpid()}\n")
 
 
 def _failure_text(failures: list[tuple[Variant, str]]) -> str:
@@ -244,7 +209,8 @@ def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
 
 
 def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
-                 jobs: int | None = None, check: bool = True, plan: LaunchPlan | None = None) -> list[CheckResult]:
+                 jobs: int | None = None, check: bool = True, plan: LaunchPlan | None = None,
+                 progress: Progress | None = None) -> list[CheckResult]:
     """Compile each variant for each arch into a throwaway dir; failures are results, not exceptions.
     With check=False the Python precheck is skipped (guard parity tests)."""
     results: list[CheckResult] = []
@@ -262,7 +228,7 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
             units += [Unit(v.name, f"{v.name}.cu", (arch,), f"{v.name}.{arch}.o") for arch in archs]
         if units:
             (work / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=False))
-            run_ninja(work, jobs)
+            run_ninja(work, jobs, progress)
             for u in units:
                 ok = (work / u.output).is_file()
                 results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(_unit_log(work, u))))

@@ -24,6 +24,10 @@ class Toolchain:
     include_dirs: tuple[str, ...]  # tvm-ffi and dlpack headers
     tvm_ffi_lib_dir: str
 
+    def describe(self) -> str:
+        """Which compiler is used, for the build and check output."""
+        return f"{self.nvcc} ({self.nvcc_version})"
+
     def fingerprint(self) -> str:
         """What of the toolchain changes a binary: goes into every build key."""
         return f"nvcc={self.nvcc_version}|cxx={self.cxx_version}|tvm_ffi={self.tvm_ffi_version}"
@@ -34,11 +38,16 @@ def _first_line_with(text: str, needle: str) -> str:
 
 
 def find_nvcc() -> Path | None:
-    """$CUDA_HOME/bin/nvcc, else nvcc on PATH, else None."""
+    """$CUDA_HOME/bin/nvcc; where CUDA_HOME is not set and /usr/local/cuda has none, nvcc on PATH; else None.
+    A CUDA_HOME that is set but holds no nvcc is an error, not a silent fall-back to another compiler."""
     nvcc = knobs.cuda_home() / "bin" / "nvcc"
     if nvcc.is_file():
         return nvcc
     found = shutil.which("nvcc")
+    if knobs.CUDA_HOME.is_set():
+        elsewhere = f"unset it to use {found} from PATH" if found else "no nvcc is on PATH either"
+        raise ToolchainError(f"CUDA_HOME={knobs.cuda_home()} has no bin/nvcc; point CUDA_HOME at a CUDA toolkit "
+                             f"root, or {elsewhere}")
     return Path(found) if found else None
 
 
@@ -47,8 +56,8 @@ def _detect(cuda_home: str) -> Toolchain:
     home = Path(cuda_home)
     nvcc = find_nvcc()
     if nvcc is None:
-        raise ToolchainError(f"nvcc not found under CUDA_HOME={home} or on PATH; install the CUDA toolkit "
-                             "or set CUDA_HOME to its root")
+        raise ToolchainError(f"nvcc not found under {home} (CUDA_HOME unset) or on PATH; install the CUDA "
+                             "toolkit or set CUDA_HOME to its root")
     try:
         nvcc_out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout
         cxx_out = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=True).stdout

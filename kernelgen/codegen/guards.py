@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import GuardViolation
+from ..layout.layout import layout_of
 from ..spec.variant import Variant
 from .launch import resolve
 
@@ -59,6 +60,12 @@ GUARDS: tuple[Guard, ...] = (
     Guard("flashmla_no_hadamard", lambda v: v.store != "fp8_flashmla" or not v.hadamard,
           f"kStore != {FLASHMLA} || !kHadamard",
           "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; turn hadamard off"),
+    Guard("store_words",
+          lambda v: layout_of(v).store_align >= 4,
+          "kStoreAlign >= 4",
+          "every stored field must start on a 4-byte boundary (whole-word stores): with fp4_e2m1, head_dim/2 + "
+          "head_dim/32 bytes per token x page_size must be a multiple of 4; use an even page_size or a head_dim "
+          "that is a multiple of 128"),
     Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
           "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
           "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),

@@ -95,12 +95,29 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8).reshape(t.shape[0], -1)
 
 
+# Rows that are not all finite are stored as canonical NaNs, the same bytes the kernels write.
+NAN_BYTES = {"bf16": b"\xc0\x7f", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00"}
+
+
 def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) -> dict[str, torch.Tensor]:
-    """float32 rows [N, D] -> the bytes of each layout field for each row."""
+    """float32 rows [N, D] -> the bytes of each layout field for each row. A row holding NaN or inf
+    becomes canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF, e2m1 0)."""
     import torch
 
     if round_through_bf16:
         y = bf16_round(y)
+    fields = _encode_finite(layout, torch.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0))
+    bad = ~torch.isfinite(y).all(dim=-1)
+    if bool(bad.any()):
+        for f in layout.fields:
+            pattern = torch.tensor(list(NAN_BYTES[f.encoding]), dtype=torch.uint8, device=y.device)
+            fields[f.name][bad] = pattern.repeat(f.size // pattern.numel())
+    return fields
+
+
+def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    import torch
+
     if layout.store == "bf16":
         return {"values": _bytes(y.to(torch.bfloat16))}
     if layout.store == "fp8_e4m3":

@@ -45,7 +45,9 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     if v.norm == "layer":
         y = y - _lane_sum(v, y) / d
     eps32 = torch.tensor(eps, dtype=torch.float32, device=y.device)
-    inv = 1.0 / torch.sqrt(_lane_sum(v, y * y) / d + eps32)
+    mean_sq = _lane_sum(v, y * y) / d
+    inv = 1.0 / torch.sqrt(mean_sq + eps32)
+    inv = torch.where(torch.isinf(mean_sq), torch.full_like(inv, float("nan")), inv)  # overflow: a NaN row
     assert weight is not None
     y = (y * inv) * weight.to(torch.float32)
     if v.norm_bias:

@@ -23,18 +23,19 @@ class Report:
     written_rows: int
     skipped_rows: int
     bf16_mismatches: int  # must be 0
-    code_mismatches: int  # e4m3 / e2m1 codes that differ (rounding-boundary cases)
-    code_far: int  # codes that differ by more than one step: must be 0
+    code_mismatches: int  # e4m3 / e2m1 codes that differ: must be 0
+    code_far: int  # codes that differ by more than one step (a diagnosis: far means a logic error)
     codes_total: int
-    scale_max_ulp: int  # fp32 scales: largest distance in ulps (at most 1)
+    scale_max_ulp: int  # fp32 scales: largest distance in ulps: must be 0
     ue8m0_mismatches: int  # power-of-two scale bytes that differ: must be 0
     outside_changed: int  # bytes outside written slots that differ from the poison: must be 0
     rel_err: float  # ||decode(kernel) - rows|| / ||rows|| over written rows
 
     @property
     def ok(self) -> bool:
-        return (self.bf16_mismatches == 0 and self.code_far == 0 and self.scale_max_ulp <= 1
-                and self.ue8m0_mismatches == 0 and self.outside_changed == 0 and self.code_mismatches <= max(4, self.codes_total // 10000))
+        """Exact means exact: the reference replays the kernel's arithmetic, so every byte must agree."""
+        return (self.bf16_mismatches == 0 and self.code_mismatches == 0 and self.scale_max_ulp == 0
+                and self.ue8m0_mismatches == 0 and self.outside_changed == 0)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}

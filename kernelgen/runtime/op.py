@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import knobs, resources
 from ..build import toolchain as tc
-from ..build.lifecycle import Artifact, build, load_module
+from ..build.lifecycle import build, load_module
+from ..build.store import Artifact
 from ..codegen.launch import LaunchPlan, default_plan, plan_routes, resolve
 from ..codegen.render import x_align
 from ..errors import LayoutMismatch
@@ -87,6 +88,15 @@ class InputChecker:
         return (t.dtype is dtype and t.dim() == 1 and t.shape[0] == self.v.head_dim and t.device == dev
                 and t.is_contiguous() and t.data_ptr() % PARAM_ALIGN == 0)
 
+    def no_duplicate_slots(self, out_loc: Any, num_pages: int) -> None:
+        """Debug mode (KERNELGEN_DEBUG=1; syncs the device): two rows of one call must not share a slot,
+        since their fields would be written by different threads and could mix."""
+        loc = out_loc[(out_loc >= 0) & (out_loc < num_pages * self.layout.page_size)]
+        unique, counts = loc.unique(return_counts=True)
+        if bool((counts > 1).any()):
+            raise self.fail(f"out_loc names slot {int(unique[counts > 1][0])} more than once in one call; "
+                            "the rows' bytes could mix: pass distinct slots (checked because KERNELGEN_DEBUG=1)")
+
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.v.name}: {what}")
 
@@ -144,7 +154,7 @@ class InputChecker:
 
 
 @lru_cache(maxsize=None)
-def _placeholder(device: str) -> Any:
+def _placeholder(device: Any) -> Any:
     import torch
 
     return torch.empty(0, dtype=torch.uint8, device=device)
@@ -166,6 +176,7 @@ class Op:
         module = load_module(artifact.library)
         self.function = module[self.variant.name]
         self.config_function = module[f"{self.variant.name}_config"]
+        self.debug = knobs.debug()  # read once: the call path reads no environment
 
     def __repr__(self) -> str:
         return f"Op({self.variant.name}, {self.layout.describe()}, {self.plan.describe()}, {self.artifact.library})"
@@ -174,22 +185,33 @@ class Op:
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
                  eps: float = 1e-6, bias: torch.Tensor | None = None) -> None:
         """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped)."""
-        self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache)
-        self.launch(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
+        if self.debug:
+            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache)
+            self.checker.no_duplicate_slots(out_loc, kvcache.shape[0])
+        try:  # the exported symbol checks every tensor before it launches (nothing is written on failure)
+            self.launch(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
+        except Exception:
+            # Refused, or not convertible: say what is wrong in full words; a launch error stays as it is.
+            self.checker.explain(x, weight, bias, freqs, positions, out_loc, kvcache)
+            raise
 
     def launch(self, x: torch.Tensor, weight: Any, bias: Any, freqs: Any, positions: Any,
                out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
         """The unchecked call. It runs on torch's current stream, also under CUDA-graph capture:
         tvm-ffi sets its environment stream from the first CUDA torch tensor of a call (the
         stream and graph tests in tests/test_gpu.py hold it to that)."""
-        empty = _placeholder(str(x.device))
-        args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
-        self.function(*args, float(eps))
+        if weight is None or bias is None or freqs is None or positions is None:
+            empty = _placeholder(x.device)
+            weight = empty if weight is None else weight
+            bias = empty if bias is None else bias
+            freqs = empty if freqs is None else freqs
+            positions = empty if positions is None else positions
+        self.function(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
 
     def launch_config(self, config: int, pdl: bool, x: torch.Tensor, weight: Any, bias: Any, freqs: Any,
                       positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
         """The unchecked call with one compiled configuration (index into op.plan.configs), for tuning and tests."""
-        empty = _placeholder(str(x.device))
+        empty = _placeholder(x.device)
         args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
         self.config_function(*args, float(eps), int(config), bool(pdl))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from .variant import (
     Variant,
     short_name,
 )
-from .yamlsrc import Located, load_yaml
+from .yamlsrc import MAX_SPEC_BYTES, Located, load_yaml, quote, where_in_text
 
 TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "tune")
 # The tuner's parameters a `tune:` section may set (kernelgen.tune.space declares them), and buckets.
@@ -35,15 +36,30 @@ _CPP_KEYWORDS = frozenset(
     "xor".split())
 # Lower bounds checked at parse time; real limits are guards (they say what to choose instead).
 _MINIMUM = {"head_dim": 1, "rope_dim": 0, "page_size": 1}
+# Limits on what one spec may ask for, checked before anything is expanded: `list` and `check` stay fast,
+# and names stay well inside the 255-byte file-name limit once the build adds its prefixes and hashes.
+MAX_VARIANTS = 4096  # per spec: matrix product plus listed variants
+MAX_NAME_LENGTH = 100  # characters of a spec or variant name
+
+
+def _kind(value: object) -> str:
+    """A value's YAML kind in words, for "must be a mapping, got ..." messages."""
+    if value is None:
+        return "nothing (an empty value)"
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _identifier_problem(name: object) -> str | None:
     if not isinstance(name, str):
-        return f"must be a string, got {name!r}"
+        return f"must be a string, got {quote(name)}"
+    if len(name) > MAX_NAME_LENGTH:
+        return (f"{quote(name)} is {len(name)} characters, over the limit of {MAX_NAME_LENGTH} "
+                "(MAX_NAME_LENGTH); shorten it")
     if not _IDENT.match(name):
-        return f"'{name}' must be a C identifier (letters, digits, _; not starting with a digit)"
+        return f"{quote(name)} must be a C identifier (letters, digits, _; not starting with a digit)"
     if name in _CPP_KEYWORDS or _RESERVED.match(name) or "__" in name:
-        return f"'{name}' is a C++ keyword or reserved identifier; choose another"
+        return f"{quote(name)} is a C++ keyword or reserved identifier; choose another"
     return None
 
 
@@ -66,7 +82,7 @@ class Spec:
             if v.name == name:
                 return v
         hint = _did_you_mean(name, [v.name for v in self.variants])
-        raise SpecError(f"{self.path}: no variant named '{name}'{hint}; `kernelgen list {self.path}` shows them")
+        raise SpecError(f"{self.path}: no variant named {quote(name)}{hint}; `kernelgen list {self.path}` shows them")
 
 
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -76,6 +92,8 @@ def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
         head = difflib.SequenceMatcher(None, str(word), choice.split("_")[0]).ratio()
         return max(whole, head)
 
+    if len(str(word)) > MAX_NAME_LENGTH:  # no name is that long, and difflib's time grows with the length
+        return ""
     best = max((str(c) for c in choices), key=score, default=None)
     return f" (did you mean {best}?)" if best is not None and score(best) >= 0.6 else ""
 
@@ -89,12 +107,12 @@ def _check_keys(src: Located, path: tuple[Any, ...], table: dict[str, Any], allo
     for key in table:
         if key not in allowed:
             hint = _did_you_mean(str(key), allowed)
-            raise _fail(src, path + (key,), f"unknown {what} key '{key}'{hint}; allowed: {', '.join(allowed)}", True)
+            raise _fail(src, path + (key,), f"unknown {what} key {quote(key)}{hint}; allowed: {', '.join(allowed)}", True)
 
 
 def _mapping(src: Located, path: tuple[Any, ...], value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _fail(src, path, f"{what} must be a mapping (key: value lines), got {type(value).__name__}")
+        raise _fail(src, path, f"{what} must be a mapping (key: value lines), got {_kind(value)}")
     return value
 
 
@@ -103,13 +121,13 @@ def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> A
     type_ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if not type_ok:
         expected = {int: "an integer", bool: "true or false", str: "a name"}[kind]
-        raise _fail(src, path, f"{axis} must be {expected}, got {value!r}")
+        raise _fail(src, path, f"{axis} must be {expected}, got {quote(value)}")
     if axis in _MINIMUM and value < _MINIMUM[axis]:
         raise _fail(src, path, f"{axis} must be at least {_MINIMUM[axis]}, got {value}")
     if choices is not None and value not in choices:
         hint = _did_you_mean(value, choices)  # type: ignore[arg-type]
         allowed = ", ".join(map(str, choices))
-        raise _fail(src, path, f"{axis} '{value}' is not one of {allowed}{hint}")
+        raise _fail(src, path, f"{axis} {quote(value)} is not one of {allowed}{hint}")
     return value
 
 
@@ -120,9 +138,9 @@ def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int | bo
     for key, value in table.items():
         if key in LAUNCH_FLAGS:
             if not isinstance(value, bool):
-                raise _fail(src, path + (key,), f"launch.{key} must be true or false, got {value!r}")
+                raise _fail(src, path + (key,), f"launch.{key} must be true or false, got {quote(value)}")
         elif not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > 4096:
-            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer up to 4096, got {value!r}")
+            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer up to 4096, got {quote(value)}")
     return dict(table)
 
 
@@ -145,22 +163,36 @@ def _axes(src: Located, path: tuple[Any, ...], table: dict[str, Any]) -> dict[st
     return out
 
 
-def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+def _matrix_size(src: Located, matrix: dict[str, Any]) -> int:
+    """How many variants the matrix multiplies out to, from the list lengths alone (nothing expanded)."""
     _check_keys(src, ("matrix",), matrix, tuple(AXES), "matrix")
+    if not matrix:
+        raise _fail(src, ("matrix",), "matrix is empty: list at least one axis, e.g. store: [fp8_e4m3, bf16]")
+    for axis, values in matrix.items():
+        if not isinstance(values, list) or not values:
+            raise _fail(src, ("matrix", axis),
+                        f"matrix.{axis} must be a non-empty list of values, e.g. [{axis_example(axis)}]")
+    size = math.prod(len(values) for values in matrix.values())
+    if size > MAX_VARIANTS:
+        shape = " x ".join(f"{len(values)} {axis}" for axis, values in matrix.items())
+        raise _fail(src, ("matrix",), f"matrix expands to {size} variants ({shape}), over the limit of "
+                                      f"{MAX_VARIANTS} (MAX_VARIANTS); shorten its lists or split the spec")
+    return size
+
+
+def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """The matrix's points; call _matrix_size first, which bounds how many there are."""
     axes: list[tuple[str, list[Any]]] = []
     for axis, values in matrix.items():
         path = ("matrix", axis)
-        if not isinstance(values, list) or not values:
-            raise _fail(src, path, f"matrix.{axis} must be a non-empty list of values, e.g. [{axis_example(axis)}]")
-        checked = [_axis_value(src, path + (i,), axis, v) for i, v in enumerate(values)]
-        for i, value in enumerate(checked):
-            if value in checked[:i]:
-                raise _fail(src, path + (i,), f"matrix.{axis} lists {value!r} twice")
-        axes.append((axis, checked))
-    points = []
-    for combo in itertools.product(*(vals for _, vals in axes)):
-        points.append(dict(zip((a for a, _ in axes), combo)))
-    return points
+        first: dict[Any, int] = {}  # value -> index: a list of thousands stays linear to check
+        for i, value in enumerate(values):
+            value = _axis_value(src, path + (i,), axis, value)
+            if value in first:
+                raise _fail(src, path + (i,), f"matrix.{axis} lists {quote(value)} twice")
+            first[value] = i
+        axes.append((axis, list(first)))
+    return [dict(zip((a for a, _ in axes), combo)) for combo in itertools.product(*(vals for _, vals in axes))]
 
 
 def axis_example(axis: str) -> str:
@@ -185,7 +217,7 @@ def parse_spec(text: str, file: str) -> Spec:
     _check_keys(src, (), top, TOP_KEYS, "top-level")
     family = top.get("family")
     if family != FAMILY:
-        raise _fail(src, ("family",), f"family must be '{FAMILY}', got {family!r}")
+        raise _fail(src, ("family",), f"family must be '{FAMILY}', got {quote(family)}")
     spec_name = top.get("name")
     problem = _identifier_problem(spec_name)
     if problem:
@@ -194,8 +226,9 @@ def parse_spec(text: str, file: str) -> Spec:
     _check_keys(src, ("defaults",), defaults_raw, VARIANT_KEYS[1:], "defaults")
     defaults = _axes(src, ("defaults",), defaults_raw)
     variants: list[Variant] = []
-    if "matrix" in top:
-        matrix = _mapping(src, ("matrix",), top["matrix"], "matrix")
+    matrix = _mapping(src, ("matrix",), top["matrix"], "matrix") if "matrix" in top else {}
+    _check_count(src, top, _matrix_size(src, matrix) if "matrix" in top else 0)
+    if matrix:
         for point in _matrix_points(src, matrix):
             name = "_".join([spec_name, *(short_name(a, v) for a, v in point.items())])
             variants.append(_make(src, spec_name, name, _layer(defaults, point), ("matrix",)))
@@ -205,6 +238,16 @@ def parse_spec(text: str, file: str) -> Spec:
         raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
     _check_unique(src, variants)
     return Spec(spec_name, file, str(top.get("description", "")), tuple(variants), _tune_section(src, top))
+
+
+def _check_count(src: Located, top: dict[str, Any], matrix_size: int) -> None:
+    """Matrix plus listed variants stay within MAX_VARIANTS; counted before any variant is made."""
+    listed = top.get("variants")
+    count = matrix_size + (len(listed) if isinstance(listed, list) else 0)
+    if count > MAX_VARIANTS:
+        where = ("variants",) if listed else ("matrix",)
+        raise _fail(src, where, f"spec defines {count} variants ({matrix_size} from the matrix), over the limit of "
+                                f"{MAX_VARIANTS} (MAX_VARIANTS); split it into several specs")
 
 
 def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -222,7 +265,7 @@ def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[o
                                                             and 0 < value <= (1 << 24))
             if not ok:
                 kind = "true or false" if want_bool else "a positive integer up to 16777216"
-                raise _fail(src, path + (i,), f"tune.{key} values must be {kind}, got {value!r}")
+                raise _fail(src, path + (i,), f"tune.{key} values must be {kind}, got {quote(value)}")
         if key == "buckets" and values != sorted(set(values)):
             raise _fail(src, path, "tune.buckets must be increasing token counts without repeats, e.g. [1, 16, 256, 4096]")
         out.append((key, tuple(values)))
@@ -236,7 +279,7 @@ def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant],
         path = ("overrides", name)
         if name not in by_name:
             hint = _did_you_mean(str(name), list(by_name))
-            raise _fail(src, path, f"override for unknown matrix variant '{name}'{hint}", True)
+            raise _fail(src, path, f"override for unknown matrix variant {quote(name)}{hint}", True)
         table = _mapping(src, path, table, f"overrides.{name}")
         _check_keys(src, path, table, VARIANT_KEYS[1:], "override")
         old = by_name[name]
@@ -265,7 +308,7 @@ def _check_unique(src: Located, variants: list[Variant]) -> None:
     seen: dict[str, Variant] = {}
     for v in variants:
         if v.name in seen:
-            raise SpecError(f"{v.origin}: duplicate variant name '{v.name}' (first defined at {seen[v.name].origin})")
+            raise SpecError(f"{v.origin}: duplicate variant name {quote(v.name)} (first defined at {seen[v.name].origin})")
         seen[v.name] = v
 
 
@@ -281,10 +324,23 @@ def shipped_variants() -> list[Variant]:
 def load_spec(path: str | Path) -> Spec:
     """Read a spec by path, or by the name of a shipped spec (e.g. 'dsv4_indexer')."""
     resolved = resources.find_spec(str(path))
+    return parse_spec(_read_spec(resolved, str(path)), str(path))
+
+
+def _read_spec(resolved: Path, shown: str) -> str:
+    """The text of a spec file, reading at most one byte past MAX_SPEC_BYTES whatever the file's size."""
     try:
-        text = resolved.read_text(encoding="utf-8")
+        with resolved.open("rb") as stream:
+            data = stream.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
-        raise SpecError(f"{path}: cannot read spec: {exc.strerror}") from None
+        raise SpecError(f"{shown}: cannot read spec: {exc.strerror or exc}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"{shown}:1:1: spec file is over the limit of {MAX_SPEC_BYTES} bytes (1 MiB, "
+                        "MAX_SPEC_BYTES); a spec describes variants, not data: split it")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: spec is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    return parse_spec(text, str(path))
+        good = data[:exc.start].decode("utf-8")
+        where = where_in_text(good, len(good), shown)
+        raise SpecError(f"{where}: spec is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                        "save it as UTF-8") from None

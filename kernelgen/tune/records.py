@@ -142,6 +142,8 @@ def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
     `rechoose(merged) -> choice` recomputes the choice from the merged timings."""
     path = record_file(directory, record.gpu)
     with _locked(path):
+        for leftover in path.parent.glob(f".{path.name}.*"):  # temp files of writers killed mid-write
+            leftover.unlink(missing_ok=True)  # (safe: every writer holds this lock while its temp file exists)
         found = read_file(path)
         records = found[1] if found is not None and found[0].matches(record.gpu) else {}
         merged = merge(records.get(record.content_key), record)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..build import toolchain as tc
-from ..build.lifecycle import Artifact, build, is_published, kernels_dir
+from ..build.lifecycle import build
+from ..build.store import Artifact, is_published, kernels_dir
 from ..codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes, resolve
 from ..errors import BuildError, TuningError
 from ..spec.variant import Launch, Variant

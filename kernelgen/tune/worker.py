@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..build import toolchain as tc
-from ..build.lifecycle import Artifact, load_module
+from ..build.lifecycle import load_module
+from ..build.store import Artifact
 from ..measure.inputs import workload_inputs
 from ..measure.timing import (
     compulsory_bytes,

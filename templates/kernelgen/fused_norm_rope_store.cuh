@@ -47,12 +47,17 @@ struct Geometry {
   static constexpr int kBlockThreads = kT * Cfg::kTokensPerBlock;
 };
 
+// Every lane of a warp runs the whole per-token path (rows that write nothing included), so
+// shuffles name the full warp: a partial, run-time mask makes nvcc wrap each shuffle in a
+// WARPSYNC.COLLECTIVE sequence (about 5 extra instructions per shuffle, seen in the SASS).
+constexpr unsigned kWarp = 0xffffffffu;
+
 template <class Cfg>
 struct Row {
   using G = Geometry<Cfg>;
   float v[G::kChunks][G::kVec];
   int lane;
-  unsigned mask;  // the lanes of this token's group, for shuffles
+  unsigned group;  // the lanes of this token's group (for ballots); shuffles use the whole warp
 
   __device__ __forceinline__ int first(int c) const { return (c * G::kT + lane) * G::kVec; }
 };
@@ -89,7 +94,7 @@ __device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) ss = __fadd_rn(ss, __fmul_rn(r.v[c][k], r.v[c][k]));
-  return group_sum<Cfg::kThreadsPerToken>(ss, r.mask);
+  return group_sum<Cfg::kThreadsPerToken>(ss, kWarp);
 }
 
 template <class Cfg>
@@ -99,7 +104,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) s = __fadd_rn(s, r.v[c][k]);
-  const float mean = __fdiv_rn(group_sum<Cfg::kThreadsPerToken>(s, r.mask), float(Cfg::kHeadDim));
+  const float mean = __fdiv_rn(group_sum<Cfg::kThreadsPerToken>(s, kWarp), float(Cfg::kHeadDim));
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -159,7 +164,8 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
   if constexpr (Cfg::kNorm != Norm::kNone) {
     if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
     const float mean_sq = __fdiv_rn(sum_of_squares(r), float(Cfg::kHeadDim));
-    const float inv = __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
+    // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store).
+    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
     if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
@@ -203,7 +209,7 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o)
 #pragma unroll
     for (int k = 0; k < G::kVec; ++k) {
       if constexpr (kHalf < G::kVec * G::kT) {
-        partner[c][k] = __shfl_xor_sync(r.mask, r.v[c][k], kHalf / G::kVec);
+        partner[c][k] = __shfl_xor_sync(kWarp, r.v[c][k], kHalf / G::kVec);
       } else {
         constexpr int kChunkBit = kHalf / (G::kVec * G::kT);
         const int other = (c ^ kChunkBit) < G::kChunks ? (c ^ kChunkBit) : c;  // c only outside the rope
@@ -265,7 +271,7 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
         for (int k = 0; k < G::kVec; ++k) {
-          const float other = __shfl_xor_sync(r.mask, r.v[c][k], m);
+          const float other = __shfl_xor_sync(kWarp, r.v[c][k], m);
           r.v[c][k] = __fmaf_rn(sign, r.v[c][k], other);
         }
     }
@@ -284,27 +290,46 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
 }
 
 // ---- quantize and store --------------------------------------------------------------------
+//
+// A row whose values are not all finite after the math (NaN or inf in x, weight or freqs, or a
+// sum of squares that overflows float32) is written as canonical NaNs: bf16 0x7FC0, e4m3 0x7F,
+// fp32 scale 0x7FC00000, UE8M0 scale 0xFF (fp4 codes 0, so every value decodes to NaN). The
+// per-chunk amax uses a NaN-propagating max, so detecting such rows costs one vote per token.
+
+constexpr uint32_t kBf16NanPair = 0x7FC07FC0u;
+constexpr uint32_t kE4m3NanQuad = 0x7F7F7F7Fu;
+constexpr uint8_t kUe8m0Nan = 0xFF;
 
 template <class Cfg>
 __device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
   float amax = 0.f;
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k) amax = fmaxf(amax, fabsf(r.v[c][k]));
+  for (int k = 0; k < Cfg::kVec; ++k) amax = max_nan(amax, fabsf(r.v[c][k]));
   return amax;
 }
 
+// True for every lane of the token when any of its values is NaN or infinite.
 template <class Cfg>
-__device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* dst) {
+__device__ __forceinline__ bool row_not_finite(const Row<Cfg>& r, const float (&amax)[Geometry<Cfg>::kChunks]) {
+  float m = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) m = max_nan(m, amax[c]);
+  return (__ballot_sync(kWarp, !(m <= 3.402823466e38f)) & r.group) != 0;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* dst, bool nan_row, bool write) {
   uint32_t words[Cfg::kVec / 2];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = bf16x2(r.v[c][k], r.v[c][k + 1]);
-  store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = nan_row ? kBf16NanPair : bf16x2(r.v[c][k], r.v[c][k + 1]);
+  if (write) store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
 // Codes of v / scale. kExactPow2: scale is a power of two, so multiplying by its exact inverse
 // equals dividing; otherwise the division is done as a correctly rounded multiply-and-correct.
 template <class Cfg, bool kExactPow2>
-__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst) {
+__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
+                                           bool write) {
   const float inv_scale = __frcp_rn(scale);
   float q[Cfg::kVec];
 #pragma unroll
@@ -313,63 +338,80 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
-  store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
 // Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row.
 template <class Cfg>
-__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* page, int off) {
+__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
+  float chunk[Geometry<Cfg>::kChunks];
   float amax = 0.f;
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk_amax(r, c));
-  amax = group_max<Cfg::kThreadsPerToken>(amax, r.mask);
-  const float scale = __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    chunk[c] = chunk_amax(r, c);
+    amax = fmaxf(amax, chunk[c]);
+  }
+  const bool nan_row = row_not_finite(r, chunk);
+  amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
+  const float scale = nan_row ? __uint_as_float(0x7FC00000u) : __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-    store_e4m3<Cfg, false>(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c));
-  if (r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
+    store_e4m3<Cfg, false>(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
 // e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk.
 template <class Cfg>
-__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int off) {
+__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
   constexpr int kGroupLanes = 32 / Cfg::kVec;
+  float chunk[Geometry<Cfg>::kChunks];
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+  const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk_amax(r, c), r.mask), kE2m1Max);
+    const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk[c], kWarp), kE2m1Max);
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     uint32_t packed[1] = {0};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) packed[0] |= e2m1(__fmul_rn(r.v[c][k], inv_scale)) << (4 * k);
+    packed[0] = nan_row ? 0u : packed[0];
     const int dim = r.first(c);
+    if (!write) continue;
     store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
     if ((r.lane & (kGroupLanes - 1)) == 0)
-      page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = static_cast<uint8_t>(e + 127);
+      page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
   }
 }
 
 // FlashMLA main KV: nope dims as e4m3 with one UE8M0 scale per 64 dims, roped dims as bf16.
 template <class Cfg>
-__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page, int off) {
+__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
   constexpr int kGroupLanes = 64 / Cfg::kVec;
   constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+  float chunk[Geometry<Cfg>::kChunks];
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+  const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const float amax = group_max<kGroupLanes>(chunk_amax(r, c), r.mask);
+    const float amax = group_max<kGroupLanes>(chunk[c], kWarp);
     const int dim = r.first(c);
     if (dim < kNope) {
       const int e = pow2_scale_exponent(amax, kE4m3Max);
-      store_e4m3<Cfg, true>(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim);
-      if ((r.lane & (kGroupLanes - 1)) == 0)
-        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = static_cast<uint8_t>(e + 127);
+      store_e4m3<Cfg, true>(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+      if (write && (r.lane & (kGroupLanes - 1)) == 0)
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
     } else {
-      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope));
+      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
   }
 }
 
 template <class Cfg>
-__device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off) {
+__device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool write) {
   if constexpr (Cfg::kRoundBf16) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
@@ -377,15 +419,19 @@ __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off) {
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
   }
   if constexpr (Cfg::kStore == Store::kBf16) {
+    float chunk[Geometry<Cfg>::kChunks];
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+    const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c));
+      store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
   } else if constexpr (Cfg::kStore == Store::kFp8E4m3) {
-    store_fp8_per_token(r, page, off);
+    store_fp8_per_token(r, page, off, write);
   } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
-    store_fp4(r, page, off);
+    store_fp4(r, page, off, write);
   } else {
-    store_flashmla(r, page, off);
+    store_flashmla(r, page, off, write);
   }
 }
 
@@ -405,29 +451,34 @@ template <class Cfg>
 __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
   using G = Geometry<Cfg>;
   pdl_wait_then_release();
-  const int64_t token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
-  if (token >= p.num_tokens) return;
+  // Lanes past the last token redo the last token and write nothing: every lane of a warp stays
+  // on the path, so shuffles can name the whole warp (see kWarp).
+  const int64_t slot_token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
+  const bool in_range = slot_token < p.num_tokens;
+  const int64_t token = in_range ? slot_token : p.num_tokens - 1;
   // Issue the index loads and the row load together, before any test: one memory latency
   // per token instead of three. Padding rows load x for nothing, which costs little.
   const int64_t loc = load_index(p.out_loc, p.out_loc_i64, token);
   const int64_t pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
   Row<Cfg> r;
   r.lane = threadIdx.x % G::kT;
-  r.mask = G::kT == 32 ? 0xffffffffu : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
+  r.group = G::kT == 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   load_row(r, static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride);
   const bool pos_ok = Cfg::kRopeDim == 0 || (pos >= 0 && pos < p.max_pos);
+  const float* freqs_row = p.freqs + (pos_ok ? pos : 0) * Cfg::kRopeDim;  // never read out of bounds
   Operands<Cfg> o;
   if constexpr (Cfg::kPrefetch) {
     load_weights(o, r, p);
-    if (pos_ok) load_freqs(o, r, p.freqs + pos * Cfg::kRopeDim);
+    if (pos_ok) load_freqs(o, r, freqs_row);
   }
-  // A token's lanes all take the same exits, so the shuffles below see whole groups.
-  if (loc < 0 || loc >= p.num_slots) return;  // padding rows (and slots outside the pool) are skipped
-  if (!pos_ok) return;
+  // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
+  const bool write = in_range && loc >= 0 && loc < p.num_slots && pos_ok;
+  if (!__any_sync(kWarp, write)) return;  // the whole warp leaves together
   normalize(r, o, p);
-  rotate(r, o, p.freqs + pos * Cfg::kRopeDim);
+  rotate(r, o, freqs_row);
   hadamard(r);
-  store(r, p.cache + (loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(loc % Cfg::kPageSize));
+  const int64_t safe_loc = write ? loc : 0;
+  store(r, p.cache + (safe_loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(safe_loc % Cfg::kPageSize), write);
 }
 
 // ---- host entry --------------------------------------------------------------------------
@@ -438,18 +489,36 @@ inline bool aligned(const tvm::ffi::TensorView& t, int bytes) {
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0;
 }
 
-inline bool is_vector(const tvm::ffi::TensorView& t, int64_t n, int bits) {
-  return t.ndim() == 1 && t.size(0) == n && t.dtype().bits == bits && t.IsContiguous() && aligned(t, 16);
+// The DLPack type of a float element type: bf16 and fp16 have the same width but not the same code.
+template <typename T> struct DlFloat;
+template <> struct DlFloat<float> { static constexpr uint8_t kCode = kDLFloat; };
+template <> struct DlFloat<__half> { static constexpr uint8_t kCode = kDLFloat; };
+template <> struct DlFloat<__nv_bfloat16> { static constexpr uint8_t kCode = kDLBfloat; };
+
+template <typename T>
+inline bool is_float_of(DLDataType t) {
+  return t.code == DlFloat<T>::kCode && t.bits == 8 * sizeof(T) && t.lanes == 1;
 }
 
-// The Python op checks everything first, with fuller messages. These checks keep a caller that
-// reaches the exported symbol directly (a serving framework) from reading or writing out of bounds.
+inline bool is_vector(const tvm::ffi::TensorView& t, int64_t n) {
+  return t.ndim() == 1 && t.size(0) == n && t.IsContiguous() && aligned(t, 16);
+}
+
+inline bool same_device(const tvm::ffi::TensorView& t, const tvm::ffi::TensorView& x) {
+  return t.device().device_type == x.device().device_type && t.device().device_id == x.device().device_id;
+}
+
+// Everything a caller of the exported symbol could get wrong is checked here, before the launch:
+// dtype kind and width, shape, contiguity, alignment, page bytes and the device of every tensor.
+// The Python op calls straight into this and, only when it throws, explains the problem in its
+// own (fuller) words, so the per-call host cost is one check, not two.
 template <class Cfg>
 void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weight, const tvm::ffi::TensorView& bias,
                 const tvm::ffi::TensorView& freqs, const tvm::ffi::TensorView& positions,
                 const tvm::ffi::TensorView& out_loc, const tvm::ffi::TensorView& cache) {
-  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim && x.dtype().bits == 8 * Cfg::kInBytes, ValueError)
-      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "] of " << 8 * Cfg::kInBytes << "-bit floats";
+  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim && is_float_of<typename Cfg::In>(x.dtype()), ValueError)
+      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "] of the variant's input dtype ("
+      << 8 * Cfg::kInBytes << "-bit " << (DlFloat<typename Cfg::In>::kCode == kDLBfloat ? "bfloat" : "float") << ")";
   TVM_FFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << Cfg::kName << ": x must be a CUDA tensor";
   TVM_FFI_CHECK(x.strides()[1] == 1 && aligned(x, Cfg::kXAlign) &&
                     (x.size(0) <= 1 || x.strides()[0] * Cfg::kInBytes % Cfg::kXAlign == 0),
@@ -462,25 +531,33 @@ void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weigh
                     aligned(cache, Cfg::kStoreAlign),
                 ValueError)
       << Cfg::kName << ": kvcache must be a contiguous, " << Cfg::kStoreAlign << "-byte aligned uint8 tensor";
+  TVM_FFI_CHECK(same_device(cache, x) && same_device(out_loc, x), ValueError)
+      << Cfg::kName << ": kvcache and out_loc must be on x's device";
   TVM_FFI_CHECK(is_int_index(out_loc.dtype()) && out_loc.ndim() == 1 && out_loc.size(0) == x.size(0) &&
                     out_loc.IsContiguous(),
                 ValueError)
       << Cfg::kName << ": out_loc must be int32/int64 [num_tokens]";
   if (Cfg::kNorm != Norm::kNone) {
-    TVM_FFI_CHECK(is_vector(weight, Cfg::kHeadDim, 8 * sizeof(typename Cfg::Weight)), ValueError)
-        << Cfg::kName << ": weight must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim << "] vector";
+    TVM_FFI_CHECK(is_vector(weight, Cfg::kHeadDim) && is_float_of<typename Cfg::Weight>(weight.dtype()) &&
+                      same_device(weight, x),
+                  ValueError)
+        << Cfg::kName << ": weight must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim
+        << "] vector of the variant's weight dtype on x's device";
   }
   if (Cfg::kNormBias) {
-    TVM_FFI_CHECK(is_vector(bias, Cfg::kHeadDim, 8 * sizeof(typename Cfg::Weight)), ValueError)
-        << Cfg::kName << ": bias must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim << "] vector";
+    TVM_FFI_CHECK(is_vector(bias, Cfg::kHeadDim) && is_float_of<typename Cfg::Weight>(bias.dtype()) &&
+                      same_device(bias, x),
+                  ValueError)
+        << Cfg::kName << ": bias must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim
+        << "] vector of the variant's weight dtype on x's device";
   }
   if (Cfg::kRopeDim > 0) {
     TVM_FFI_CHECK(freqs.ndim() == 2 && freqs.size(1) == Cfg::kRopeDim && freqs.dtype().code == kDLFloat &&
-                      freqs.dtype().bits == 32 && freqs.IsContiguous() && aligned(freqs, 16),
+                      freqs.dtype().bits == 32 && freqs.IsContiguous() && aligned(freqs, 16) && same_device(freqs, x),
                   ValueError)
         << Cfg::kName << ": freqs must be a contiguous float32 [max_pos, " << Cfg::kRopeDim << "] tensor";
     TVM_FFI_CHECK(is_int_index(positions.dtype()) && positions.ndim() == 1 && positions.size(0) == x.size(0) &&
-                      positions.IsContiguous(),
+                      positions.IsContiguous() && same_device(positions, x),
                   ValueError)
         << Cfg::kName << ": positions must be int32/int64 [num_tokens]";
   }

@@ -73,6 +73,13 @@ __device__ __forceinline__ float group_sum(float v, unsigned mask) {
   return v;
 }
 
+// max that returns NaN when either operand is NaN (fmaxf drops NaNs): PTX max.NaN, sm_80 and newer.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 template <int kWidth>
 __device__ __forceinline__ float group_max(float v, unsigned mask) {
 #pragma unroll
@@ -123,7 +130,7 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax, float qmax) {
   return ceil_log2(__fdiv_rn(fmaxf(amax, kAmaxFloor), qmax));
 }
 
-// e2m1 code: magnitude index by the thresholds of LAYOUTS.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5;
+// e2m1 code: magnitude index by the thresholds of docs/layouts.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5;
 // strictly above rounds up), sign in bit 3 for negative inputs. Up to 2 the thresholds are
 // 0.5 apart, so the index there is ceil(2a - 0.5), computed exactly (one FMA, one rounding-up
 // convert); the three wider steps above 2 are counted with compares.

@@ -1,0 +1,468 @@
+"""Independent float64 oracle of the fused store (textbook math, correct rounding) and its cache-byte checker."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+# Only byte positions come from the library: the arithmetic below is written from the math and
+# deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
+from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP, Layout, layout_of
+from ..layout.pages import read_fields, slot_columns, split_slots
+from ..spec.variant import Variant
+
+if TYPE_CHECKING:
+    import torch
+
+U = 2.0 ** -24  # float32 unit roundoff: one correctly rounded float32 op errs by at most U relative
+RSQRT_U = 4.0  # 1/sqrt(v) in units of U: sqrt then divide is 2 U, rsqrtf (2 ulp) is 4 U
+SAFETY = 2.0  # margin on the first-order bound: dropped O((dU)^2) terms and float64 evaluation error
+AMAX_FLOOR = 1e-4
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A sign-magnitude float format: mant explicit mantissa bits, min_exp the smallest normal exponent."""
+
+    name: str
+    mant: int
+    min_exp: int
+    max: float
+    ties_even: bool  # False: ties go toward zero (the fp4 layout's threshold rule)
+
+
+BF16 = Grid("bf16", 7, -126, math.inf, True)
+E4M3 = Grid("e4m3", 3, -6, E4M3_MAX, True)
+E2M1 = Grid("e2m1", 1, 0, E2M1_MAX, False)
+
+
+def _floor_log2(mag: torch.Tensor, min_exp: int) -> torch.Tensor:
+    """floor(log2(mag)) exactly (frexp, no log), clamped to min_exp so subnormals share its step."""
+    import torch
+
+    _, ex = torch.frexp(mag)
+    return (ex.to(torch.int64) - 1).clamp_min(min_exp)
+
+
+def _pow2(e: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.ldexp(torch.ones_like(e, dtype=torch.float64), e)
+
+
+def round_to(x: torch.Tensor, g: Grid) -> torch.Tensor:
+    """float64 -> nearest value of grid g, computed from the float64 value itself (no double rounding
+    through float32), saturating at g.max; the sign survives, so -tiny rounds to -0."""
+    import torch
+
+    mag = x.abs()
+    step = _pow2(_floor_log2(mag, g.min_exp) - g.mant)
+    k = mag / step  # exact: a power-of-two division
+    k = torch.round(k) if g.ties_even else torch.ceil(k - 0.5)  # torch.round is half-to-even
+    return torch.copysign((k * step).clamp_max(g.max), x)
+
+
+def rank(x: torch.Tensor, g: Grid) -> torch.Tensor:
+    """Signed integer position of grid values (float64 holding integers): adjacent representable
+    values differ by 1, +0 and -0 are both 0, non-finite values are NaN (never accepted)."""
+    import torch
+
+    mag = x.abs()
+    e = _floor_log2(mag, g.min_exp)
+    r = (e - g.min_exp).to(torch.float64) * 2 ** g.mant + mag / _pow2(e - g.mant)
+    r = torch.where(mag == 0, torch.zeros_like(r), r)
+    r = torch.where(torch.isfinite(x), r, torch.full_like(r, math.nan))
+    return torch.where(x < 0, -r, r)
+
+
+def bf16_bits(x: torch.Tensor) -> torch.Tensor:
+    """Correctly rounded bf16 bit patterns (int64 0..0xFFFF) of float64 values."""
+    import torch
+
+    f32 = round_to(x.to(torch.float64), BF16).to(torch.float32)  # exact: already on the bf16 grid
+    return (f32.view(torch.int32).to(torch.int64) >> 16) & 0xFFFF
+
+
+def ceil_log2(t: torch.Tensor) -> torch.Tensor:
+    """Exact ceil(log2(t)) for positive float64 t: frexp gives t = m * 2^ex, m in [0.5, 1)."""
+    import torch
+
+    m, ex = torch.frexp(t)
+    return ex.to(torch.int64) - (m == 0.5).to(torch.int64)
+
+
+# ---- decoding stored bytes (bit layouts of the formats, written out here) ----
+
+def _decode_bf16(raw: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    half = raw.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF  # little-endian byte pairs
+    return (half << 16).view(torch.float32).to(torch.float64)
+
+
+def _decode_e4m3(codes: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    b = codes.to(torch.int64)
+    e, m = (b >> 3) & 15, b & 7
+    mag = torch.where(e == 0, m * 2.0 ** -9, (8 + m) * _pow2(e - 10))  # (1 + m/8) * 2^(e-7)
+    mag = torch.where((e == 15) & (m == 7), torch.full_like(mag, math.nan), mag)  # e4m3fn's only NaN
+    return torch.where((b >> 7) == 1, -mag, mag)
+
+
+def _decode_e2m1(packed: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    b = packed.to(torch.int64)
+    c = torch.stack([b & 15, b >> 4], dim=-1).reshape(b.shape[0], -1)  # low nibble is the even dim
+    e, m = (c >> 1) & 3, c & 1
+    mag = torch.where(e == 0, m * 0.5, (2 + m) * _pow2(e - 2))  # (1 + m/2) * 2^(e-1)
+    return torch.where((c >> 3) == 1, -mag, mag)
+
+
+def _decode_fp32(raw: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return raw.contiguous().view(torch.float32).to(torch.float64)
+
+
+# ---- the float64 math, carrying a first-order float32 error bound ----
+
+@dataclass(frozen=True)
+class Rows:
+    """float64 rows [N, D] and a bound on a float32 evaluation's error: |y32 - value| <= bound().
+
+    common: (direction [N, D], rho [N, 1]) pairs, an error theta * direction with |theta| <= rho
+    shared by a whole row (e.g. the rounding of 1/sqrt(var)); linear steps (RoPE, Hadamard) move the
+    direction with the values, which keeps the bound tight. local: independent per-element bound."""
+
+    value: torch.Tensor
+    local: torch.Tensor
+    common: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
+
+    def linear(self, fn: Callable[[torch.Tensor], torch.Tensor], local: torch.Tensor) -> Rows:
+        return Rows(fn(self.value), local, tuple((fn(c), r) for c, r in self.common))
+
+    def bound(self) -> torch.Tensor:
+        total = self.local.clone()
+        for direction, rho in self.common:
+            total = total + rho * direction.abs()
+        return SAFETY * total
+
+
+def _inv_rel(var: torch.Tensor, var_err: torch.Tensor, eps: float) -> torch.Tensor:
+    """Relative error bound of float32 1/sqrt(var + eps), given var's absolute error bound."""
+    v = var + eps
+    rel_v = (var_err + U * eps) / v + U  # eps itself rounded to float32, then the add
+    return rel_v / 2 + RSQRT_U * U
+
+
+def _norm(v: Variant, x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> Rows:
+    import torch
+
+    if v.norm == "none":
+        return Rows(x, torch.zeros_like(x))
+    assert w is not None
+    d = x.shape[1]
+    if v.norm == "rms":
+        ms = (x * x).mean(-1, keepdim=True)
+        # sum of d non-negative rounded squares, any order: gamma_d; then the divide by d
+        inv = 1.0 / torch.sqrt(ms + eps)
+        n = x * inv * w
+        common = ((n, _inv_rel(ms, (d + 1) * U * ms, eps)),)
+        local = 2 * U * n.abs()  # x*inv, *w
+    else:
+        m = x.mean(-1, keepdim=True)
+        c = x - m
+        var = (c * c).mean(-1, keepdim=True)
+        inv = 1.0 / torch.sqrt(var + eps)
+        n = c * inv * w
+        # mean: a d-term sum (gamma_d * sum|x|) then a divide; it shifts every c_i by the same nu
+        mu = d * U * x.abs().mean(-1, keepdim=True) + U * m.abs()
+        # var: sum c = 0 so nu enters only squared; 2U from rounding each c_i, gamma_d summing, U dividing
+        var_err = (d + 3) * U * var + mu * mu
+        common = ((n, _inv_rel(var, var_err, eps)), (inv * w.expand_as(x), mu))
+        local = 3 * U * n.abs()  # x - m, *inv, *w
+    if v.norm_bias:
+        assert b is not None
+        return Rows(n + b, local + U * (n + b).abs(), common)
+    return Rows(n, local, common)
+
+
+def _rope_pairs(v: Variant) -> tuple[list[int], list[int]]:
+    """Dim indices (first, second) of each rotated pair j."""
+    s, r = v.rope_begin, v.rope_dim
+    if v.rope_style == "interleaved":
+        return [s + 2 * j for j in range(r // 2)], [s + 2 * j + 1 for j in range(r // 2)]
+    return [s + j for j in range(r // 2)], [s + r // 2 + j for j in range(r // 2)]
+
+
+def _rope(v: Variant, rows: Rows, freqs: torch.Tensor, positions: torch.Tensor) -> Rows:
+    if not v.rope_dim:
+        return rows
+    f = freqs[positions.long()]
+    cos, sin = f[:, 0::2], f[:, 1::2]  # pair j: cos at column 2j, sin at 2j+1
+    ia, ic = _rope_pairs(v)
+
+    def rotate(t: torch.Tensor) -> torch.Tensor:
+        out = t.clone()
+        a, c = t[:, ia], t[:, ic]
+        out[:, ia] = a * cos - c * sin
+        out[:, ic] = a * sin + c * cos
+        return out
+
+    a, c, ea, ec = rows.value[:, ia], rows.value[:, ic], rows.local[:, ia], rows.local[:, ic]
+    local = rows.local.clone()
+    # two rounded products and a rounded add: 2U * (|first product| + |second product|)
+    local[:, ia] = ea * cos.abs() + ec * sin.abs() + 2 * U * ((a * cos).abs() + (c * sin).abs())
+    local[:, ic] = ea * sin.abs() + ec * cos.abs() + 2 * U * ((a * sin).abs() + (c * cos).abs())
+    return rows.linear(rotate, local)
+
+
+@lru_cache(maxsize=8)
+def sylvester(d: int) -> torch.Tensor:
+    """Orthonormal Walsh-Hadamard matrix in Sylvester order: H[i, j] = (-1)^popcount(i & j) / sqrt(d)."""
+    import torch
+
+    if d < 1 or d & (d - 1):
+        raise ValueError(f"Walsh-Hadamard needs a power-of-two head_dim, got {d}")
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h / math.sqrt(d)
+
+
+def _hadamard(v: Variant, rows: Rows) -> Rows:
+    import torch
+
+    if not v.hadamard:
+        return rows
+    d = rows.value.shape[1]
+    h = sylvester(d)
+    # A fast transform sums each output over a depth-log2(d) tree: every input sits under log2(d)
+    # rounded adds, each bounded by U * sum|y|. Input errors pass with weight 1/sqrt(d) each.
+    spread = (rows.local.sum(-1, keepdim=True) + math.log2(d) * U * rows.value.abs().sum(-1, keepdim=True))
+    out = rows.linear(lambda t: t @ h, spread.expand_as(rows.value) / math.sqrt(d))
+    # times 1/sqrt(d) held in float32: one common relative error U, plus the multiply's rounding
+    return Rows(out.value, out.local + U * out.value.abs(), out.common + ((out.value, torch.full_like(spread, U)),))
+
+
+def oracle_rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
+                positions: torch.Tensor | None, eps: float = 1e-6, bias: torch.Tensor | None = None) -> Rows:
+    """norm -> RoPE -> Walsh-Hadamard in float64 from the definitions, with the float32 error bound."""
+    import torch
+
+    def f64(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(torch.float64)
+
+    rows = _norm(v, x.to(torch.float64), f64(weight), f64(bias), eps)
+    if v.rope_dim:
+        assert freqs is not None and positions is not None
+        rows = _rope(v, rows, freqs.to(torch.float64), positions)
+    return _hadamard(v, rows)
+
+
+# ---- checking stored fields ----
+
+@dataclass(frozen=True)
+class FieldCheck:
+    """One field's verdict. exact: the correctly rounded value; near: its neighbour, the window crossing
+    one boundary; wide: two or more steps away, accepted only because the window itself spans them
+    (outputs of cancellation, far smaller than their row, whose float32 error exceeds a step)."""
+
+    name: str
+    checked: int
+    exact: int
+    near: int
+    wide: int
+    violations: int
+
+
+@dataclass(frozen=True)
+class OracleReport:
+    variant: str
+    rows: int  # written rows checked
+    fields: tuple[FieldCheck, ...]
+    outside_changed: int  # bytes outside written slots that differ from the poison (0 when none given)
+    window: float  # largest acceptance half-width relative to its row's amax
+    scale_tol: float  # largest relative tolerance applied to an fp32 scale (0 without one)
+
+    @property
+    def violations(self) -> dict[str, int]:
+        return {f.name: f.violations for f in self.fields} | {"outside": self.outside_changed}
+
+    @property
+    def near(self) -> int:
+        return sum(f.near for f in self.fields)
+
+    @property
+    def wide(self) -> int:
+        return sum(f.wide for f in self.fields)
+
+    @property
+    def checked(self) -> int:
+        return sum(f.checked for f in self.fields)
+
+    @property
+    def ok(self) -> bool:
+        return self.rows > 0 and not any(self.violations.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A quantity's float64 value and the interval a float32 evaluation may land in."""
+
+    mid: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> _Span:
+        """Apply a monotone non-decreasing fn (a rounding) to all three."""
+        return _Span(fn(self.mid), fn(self.lo), fn(self.hi))
+
+    def cols(self, sl: slice) -> _Span:
+        return _Span(self.mid[:, sl], self.lo[:, sl], self.hi[:, sl])
+
+
+def _count(name: str, good: torch.Tensor, steps: torch.Tensor) -> FieldCheck:
+    """Tally a field: good says accepted, steps how far (in codes) the stored value is from the oracle's."""
+    return FieldCheck(name, good.numel(), int((good & (steps == 0)).sum()), int((good & (steps == 1)).sum()),
+                      int((good & (steps > 1)).sum()), int((~good).sum()))
+
+
+def _verdict(name: str, stored: torch.Tensor, span: _Span, g: Grid) -> FieldCheck:
+    """Accept a code the window [lo, hi] reaches: rounding is monotone, so those are the codes from
+    round(lo) to round(hi). A window narrower than a step makes that the correctly rounded value, or
+    its neighbour when the float64 value lies within the window of a boundary."""
+    s, lo, hi, mid = (rank(t, g) for t in (stored, round_to(span.lo, g), round_to(span.hi, g), round_to(span.mid, g)))
+    return _count(name, (s >= lo) & (s <= hi), (s - mid).abs())
+
+
+def _group_amax(span: _Span, group: int) -> _Span:
+    """Per-group amax with its interval: the smallest and largest |y| each element's window allows."""
+    import torch
+
+    n = span.mid.shape[0]
+    crosses = (span.lo <= 0) & (span.hi >= 0)
+    low = torch.where(crosses, torch.zeros_like(span.lo), torch.minimum(span.lo.abs(), span.hi.abs()))
+    high = torch.maximum(span.lo.abs(), span.hi.abs())
+
+    def amax(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(n, -1, group).amax(-1)
+
+    return _Span(amax(span.mid.abs()), amax(low), amax(high))
+
+
+def _scale_span(amax: _Span, qmax: float) -> _Span:
+    """max(amax, 1e-4) / qmax; float32 adds the divide's rounding and the rounded 1e-4 constant."""
+    slack = SAFETY * 2 * U
+    return _Span(amax.mid.clamp_min(AMAX_FLOOR) / qmax, amax.lo.clamp_min(AMAX_FLOOR) / qmax * (1 - slack),
+                 amax.hi.clamp_min(AMAX_FLOOR) / qmax * (1 + slack))
+
+
+def _check_fp8_e4m3(values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    import torch
+
+    scale = _scale_span(_group_amax(values, values.mid.shape[1]), E4M3_MAX)  # [N, 1]
+    got = _decode_fp32(raw["scale"])
+    ok = (got >= scale.lo) & (got <= scale.hi)
+    exact = got == scale.mid.to(torch.float32).to(torch.float64)
+    scale_check = _count("scale", ok, (~exact).to(torch.int64))  # inside the tolerance counts as near
+    quotients = [a / b for a in (values.lo, values.hi) for b in (scale.lo, scale.hi)]
+    q_lo, q_hi = torch.stack(quotients).amin(0), torch.stack(quotients).amax(0)
+    slack = SAFETY * U  # the kernel's own divide
+    q = _Span(values.mid / scale.mid, q_lo - slack * q_lo.abs(), q_hi + slack * q_hi.abs())
+    codes = _verdict("values", _decode_e4m3(raw["values"]), q, E4M3)
+    tol = float(torch.maximum(scale.hi - scale.mid, scale.mid - scale.lo).div(scale.mid).max()) if got.numel() else 0.0
+    return [codes, scale_check], tol
+
+
+def _check_pow2_group(name: str, values: _Span, codes: torch.Tensor, scales: torch.Tensor, group: int,
+                      g: Grid, qmax: float) -> list[FieldCheck]:
+    """UE8M0 exponent = ceil(log2(max(amax, 1e-4) / qmax)), then codes of y / 2^e on grid g."""
+    import torch
+
+    t = _scale_span(_group_amax(values, group), qmax)
+    want = _Span(ceil_log2(t.mid), ceil_log2(t.lo), ceil_log2(t.hi))
+    got = scales.to(torch.int64)[:, :want.mid.shape[1]] - 127
+    ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
+    scale_check = _count("scales", ok, (got - want.mid).abs())
+    # The kernel's codes follow its own exponent; where that exponent is accepted, judge codes by it.
+    e = torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1)
+    step = _pow2(e)
+    q = _Span(values.mid / step, values.lo / step, values.hi / step)  # exact: powers of two
+    code_check = _verdict(name, codes, q, g)
+    return [code_check, scale_check]
+
+
+def _check_fields(layout: Layout, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    if layout.store == "bf16":
+        return [_verdict("values", _decode_bf16(raw["values"]), values, BF16)], 0.0
+    if layout.store == "fp8_e4m3":
+        return _check_fp8_e4m3(values, raw)
+    if layout.store == "fp4_e2m1":
+        group = min(FP4_GROUP, layout.head_dim)
+        return _check_pow2_group("values", values, _decode_e2m1(raw["values"]), raw["scales"], group, E2M1,
+                                 E2M1_MAX), 0.0
+    nope = layout.field("nope").size
+    group = min(FLASHMLA_GROUP, nope)
+    checks = _check_pow2_group("nope", values.cols(slice(0, nope)), _decode_e4m3(raw["nope"]), raw["scales"], group,
+                               E4M3, E4M3_MAX)
+    rope = _verdict("rope", _decode_bf16(raw["rope"]), values.cols(slice(nope, None)), BF16)
+    return checks + [rope], 0.0
+
+
+def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, num_slots: int,
+            max_pos: int) -> torch.Tensor:
+    """Rows the op must write: a slot inside the pool and, with RoPE, a position inside freqs."""
+    keep = (out_loc >= 0) & (out_loc < num_slots)
+    if v.rope_dim:
+        assert positions is not None
+        keep = keep & (positions >= 0) & (positions < max_pos)
+    return keep
+
+
+def _outside_changed(layout: Layout, cache: torch.Tensor, poison: torch.Tensor, loc: torch.Tensor) -> int:
+    import torch
+
+    mine = torch.zeros_like(cache, dtype=torch.bool)
+    valid, page, off = split_slots(layout, loc, cache.shape[0])
+    for f in layout.fields:
+        mine[page[valid][:, None], slot_columns(f, off[valid])] = True
+    return int(((cache != poison) & ~mine).sum())
+
+
+def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any], eps: float = 1e-6,
+                         poison: torch.Tensor | None = None) -> OracleReport:
+    """Hold every stored value of the written rows to the oracle; with poison (the cache before the
+    write), also count bytes changed outside the written slots."""
+    import torch
+
+    layout = layout_of(v)
+    cache = cache.cpu()
+    freqs, positions = inputs["freqs"], inputs["positions"]
+    out_loc = inputs["out_loc"].cpu().long()
+    max_pos = freqs.shape[0] if freqs is not None else 0
+    keep = written(v, out_loc, None if positions is None else positions.cpu(), cache.shape[0] * v.page_size, max_pos)
+
+    def cpu(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.cpu()
+
+    rows = oracle_rows(v, inputs["x"].cpu()[keep], cpu(inputs["weight"]), cpu(freqs),
+                       None if positions is None else positions.cpu()[keep], eps, cpu(inputs["bias"]))
+    width = rows.bound()
+    values = _Span(rows.value, rows.value - width, rows.value + width)
+    if v.round_through_bf16:  # the stored math is defined on the bf16-rounded row
+        values = values.map(lambda t: round_to(t, BF16))
+    checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
+    outside = 0 if poison is None else _outside_changed(layout, cache, poison.cpu(), torch.where(keep, out_loc, -1))
+    amax = rows.value.abs().amax(-1).clamp_min(1e-30)
+    window = float((width.amax(-1) / amax).max()) if keep.any() else 0.0
+    return OracleReport(v.name, int(keep.sum()), tuple(checks), outside, window, scale_tol)

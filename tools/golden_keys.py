@@ -1,0 +1,16 @@
+"""Print the golden build keys of every shipped variant (tests/test_build_keys.py), for a commit that
+changes the generated code on purpose: python tools/golden_keys.py > /tmp/keys.json"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from test_build_keys import FIXED_TOOLCHAIN  # noqa: E402
+
+from kernelgen.build.lifecycle import plan  # noqa: E402
+from kernelgen.spec.parse import shipped_variants  # noqa: E402
+
+print(json.dumps({p.variant.name: p.key for p in plan(shipped_variants(), FIXED_TOOLCHAIN, ("sm_90a",))}, indent=1))

@@ -1,0 +1,65 @@
+"""Count the SASS instructions of a variant's kernel per launch configuration (straight-line code per
+token, so the static count is the per-token count a thread executes), by opcode family.
+
+    python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...]
+
+Needs cuobjdump: CUDA's, or the one in Triton's wheel (KERNELGEN_CUOBJDUMP=path)."""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernelgen.build import toolchain as tc
+from kernelgen.build.buildplan import CUDA_FLAGS, gencode_flags
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+from kernelgen.codegen.render import render_variant
+from kernelgen.resources import include_dir
+from kernelgen.spec.parse import load_spec
+from kernelgen.spec.variant import Launch
+
+FAMILIES = {"shuffle": ("SHFL",), "convert": ("F2F", "F2I", "I2F", "F2FP"), "float": ("FADD", "FMUL", "FFMA", "FMNMX",
+            "FSETP", "FSEL", "MUFU", "FCHK"), "memory": ("LDG", "STG", "LDS", "STS", "LD", "ST"),
+            "integer": ("IMAD", "IADD3", "LOP3", "SHF", "ISETP", "LEA", "SEL", "PRMT", "IABS", "IMNMX")}
+
+
+def family(op: str) -> str:
+    base = op.split(".")[0]
+    return next((name for name, ops in FAMILIES.items() if base in ops), "other")
+
+
+def count(spec: str, variant: str, ids: list[str]) -> dict[str, collections.Counter[str]]:
+    v = load_spec(spec).variant(variant)
+    launches = [Launch.from_id(i) for i in ids]
+    plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
+    toolchain = tc.detect()
+    cuobjdump = os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump") or "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = Path(tmp) / "k.cu", Path(tmp) / "k.o"
+        src.write_text(render_variant(v, plan=plan))
+        includes = [f"-I{d}" for d in (str(include_dir()), *toolchain.include_dirs)]
+        subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags(("sm_90a",)), "-c", str(src), "-o",
+                        str(obj)], check=True)
+        sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    out: dict[str, collections.Counter[str]] = {}
+    for block in re.split(r"\n\s+Function : ", sass)[1:]:
+        name = block.splitlines()[0]
+        m = re.search(r"_cfg(\d+)", name)
+        if not m:
+            continue
+        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", block)
+        counter = collections.Counter(family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
+        out[plan.configs[int(m.group(1))].id] = counter
+    return out
+
+
+if __name__ == "__main__":
+    spec, variant, *ids = sys.argv[1:]
+    for lid, counter in count(spec, variant, ids).items():
+        total = sum(counter.values())
+        print(f"{lid:22} total {total:5}  " + "  ".join(f"{k} {n}" for k, n in sorted(counter.items())))
