@@ -421,7 +421,7 @@ def parser() -> argparse.ArgumentParser:
                          "needs pip install 'kernelgen[ray]'")
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
     tu.set_defaults(func=cmd_tune)
-    rc = sub.add_parser("recall", add_help=False,
+    sub.add_parser("recall", add_help=False,
                         help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU; `kernelgen recall --help`)")
     gd = sub.add_parser("guards", help="the guard table")
     gd.set_defaults(func=cmd_guards)

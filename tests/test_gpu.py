@@ -162,6 +162,13 @@ def test_fast_check_agrees_with_explained_check(shipped_ops: dict[str, Op]) -> N
             assert not op.checker.fast_ok(*args), name
             with pytest.raises(LayoutMismatch):
                 op.checker.explain(*args)
+            before = good[6].clone()
+            with pytest.raises(Exception):  # the exported symbol refuses the same tensor on its own
+                op.launch(*args, 1e-6)
+            with pytest.raises(LayoutMismatch):  # and the op explains the refusal in Python's words
+                op(args[0], args[1], args[3], args[4], args[5], args[6], bias=args[2])
+            torch.cuda.synchronize()
+            assert torch.equal(good[6], before), f"nothing is written when {name} is refused"
 
 
 def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:

@@ -151,3 +151,48 @@ def test_partial_launch_tables_merge_key_by_key() -> None:
     by = {v.name: v.launch for v in spec.variants}
     assert (by["t_bf16"].vec, by["t_bf16"].tokens_per_block, by["t_bf16"].threads_per_token) == (4, 16, 0)
     assert (by["a"].vec, by["a"].threads_per_token) == (4, 8)
+
+
+GUARDED = """family: fused_norm_rope_store
+name: g
+defaults:
+  head_dim: 128
+matrix:
+  store: [fp8_e4m3, bf16]
+  page_size: [64, 48]
+overrides:
+  g_bf16_p64:
+    round_through_bf16: true
+variants:
+  - {name: wide, head_dim: 2048}
+  - {name: fast, launch: {vec: 3}}
+"""
+
+
+@pytest.mark.pure
+def test_a_guard_violation_points_at_the_key_that_broke_it() -> None:
+    from kernelgen.codegen.guards import precheck
+    from kernelgen.errors import GuardViolation
+
+    spec = parse_spec(GUARDED, "g.yaml")
+    expected = {"g_fp8_p48": "g.yaml:7:19:", "g_bf16_p64": "g.yaml:10:25:", "wide": "g.yaml:12:28:",
+                "fast": "g.yaml:13:26:"}  # the launch table
+    for name, where in expected.items():
+        with pytest.raises(GuardViolation) as info:
+            precheck(spec.variant(name))
+        assert str(info.value).startswith(f"{where} variant {name}:"), str(info.value)
+
+
+@pytest.mark.pure
+def test_an_override_may_not_change_an_axis_that_names_the_variant() -> None:
+    text = "family: fused_norm_rope_store\nname: h\nmatrix:\n  page_size: [64, 16]\noverrides:\n  h_p64:\n    page_size: 16\n"
+    with pytest.raises(SpecError, match=r"^h.yaml:7:5: overrides.h_p64 changes page_size to 16, but page_size is a "
+                                        r"matrix axis that names this variant \(p64\)"):
+        parse_spec(text, "h.yaml")
+
+
+@pytest.mark.pure
+def test_a_typo_suggests_the_closest_name() -> None:
+    spec = load_spec("dsv4_indexer")
+    with pytest.raises(SpecError, match=r"did you mean dsv4_indexer_fp8_p64\?"):
+        spec.variant("dsv4_indexer_fp8_p65")

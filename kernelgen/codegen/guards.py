@@ -97,6 +97,26 @@ GUARDS: tuple[Guard, ...] = (
 )
 
 
+# The spec keys each guard reads, most likely culprit first: a violation points at where that key is set.
+GUARD_AXES: dict[str, tuple[str, ...]] = {
+    "head_dim_range": ("head_dim",), "head_dim_multiple_of_64": ("head_dim",),
+    "hadamard_pow2": ("hadamard", "head_dim"), "rope_dim_choice": ("rope_dim",), "rope_fits": ("rope_dim", "head_dim"),
+    "neox_aligned": ("rope_style", "rope_place", "rope_dim"), "page_size_pow2": ("page_size",),
+    "norm_bias_needs_layer": ("norm_bias", "norm"), "round_needs_quantized_store": ("round_through_bf16", "store"),
+    "flashmla_shape": ("store", "head_dim", "rope_dim", "rope_place"), "flashmla_no_hadamard": ("hadamard", "store"),
+    "store_words": ("page_size", "head_dim", "store"),
+}
+
+
+def where(v: Variant, g: Guard) -> str:
+    """file:line:col of the key that broke guard g (the launch table for launch guards), else the variant's."""
+    origins = dict(v.origins)
+    for axis in ("launch",) if g.launch else GUARD_AXES.get(g.id, ()):
+        if axis in origins:
+            return origins[axis]
+    return v.origin
+
+
 def violations(v: Variant) -> list[Guard]:
     resolved = resolve(v)
     return [g for g in GUARDS if not g.holds(resolved)]
@@ -107,5 +127,5 @@ def precheck(v: Variant) -> None:
     broken = violations(v)
     if broken:
         g = broken[0]
-        where = f"{v.origin}: " if v.origin else ""
-        raise GuardViolation(f"{where}variant {v.name}: {g.message} [guard {g.id}]")
+        at = where(v, g)
+        raise GuardViolation(f"{at + ': ' if at else ''}variant {v.name}: {g.message} [guard {g.id}]")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import os
 import math
 import re
 from dataclasses import asdict, dataclass
@@ -87,15 +88,16 @@ class Spec:
 
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
     """A suggestion for a typo; also matches the leading part of a name ('fp6' -> fp8_e4m3)."""
-    def score(choice: str) -> float:
+    def score(choice: str) -> tuple[float, int]:
         whole = difflib.SequenceMatcher(None, str(word), choice).ratio()
         head = difflib.SequenceMatcher(None, str(word), choice.split("_")[0]).ratio()
-        return max(whole, head)
+        prefix = len(os.path.commonprefix([str(word), choice]))  # ties: the longer shared start ('_p65' -> '_p64')
+        return max(whole, head), prefix
 
     if len(str(word)) > MAX_NAME_LENGTH:  # no name is that long, and difflib's time grows with the length
         return ""
     best = max((str(c) for c in choices), key=score, default=None)
-    return f" (did you mean {best}?)" if best is not None and score(best) >= 0.6 else ""
+    return f" (did you mean {best}?)" if best is not None and score(best)[0] >= 0.6 else ""
 
 
 def _fail(src: Located, path: tuple[Any, ...], msg: str, at_key: bool = False) -> SpecError:
@@ -152,6 +154,11 @@ def _layer(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _origins(src: Located, path: tuple[Any, ...], table: dict[str, Any]) -> dict[str, str]:
+    """Where each setting of one layer is written: axis (or launch) -> file:line:col of its value."""
+    return {key: str(src.at(path + (key,))) for key in table if key != "name"}
+
+
 def _axes(src: Located, path: tuple[Any, ...], table: dict[str, Any]) -> dict[str, Any]:
     """Validate one layer of axis settings (defaults, a matrix point, overrides)."""
     out: dict[str, Any] = {}
@@ -180,9 +187,11 @@ def _matrix_size(src: Located, matrix: dict[str, Any]) -> int:
     return size
 
 
-def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]:
-    """The matrix's points; call _matrix_size first, which bounds how many there are."""
+def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The matrix's points with where each value is written; call _matrix_size first, which bounds how
+    many there are."""
     axes: list[tuple[str, list[Any]]] = []
+    where: dict[tuple[str, Any], str] = {}
     for axis, values in matrix.items():
         path = ("matrix", axis)
         first: dict[Any, int] = {}  # value -> index: a list of thousands stays linear to check
@@ -191,8 +200,13 @@ def _matrix_points(src: Located, matrix: dict[str, Any]) -> list[dict[str, Any]]
             if value in first:
                 raise _fail(src, path + (i,), f"matrix.{axis} lists {quote(value)} twice")
             first[value] = i
+            where[(axis, value)] = str(src.at(path + (i,)))
         axes.append((axis, list(first)))
-    return [dict(zip((a for a, _ in axes), combo)) for combo in itertools.product(*(vals for _, vals in axes))]
+    points = []
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        point = dict(zip((a for a, _ in axes), combo))
+        points.append((point, {a: where[(a, value)] for a, value in point.items()}))
+    return points
 
 
 def axis_example(axis: str) -> str:
@@ -203,12 +217,13 @@ def axis_example(axis: str) -> str:
 
 
 def _make(src: Located, spec_name: str, name: Any, settings: dict[str, Any], path: tuple[Any, ...],
-          name_path: tuple[Any, ...] | None = None) -> Variant:
+          name_path: tuple[Any, ...] | None = None, origins: dict[str, str] | None = None) -> Variant:
     problem = _identifier_problem(name)
     if problem:
         raise _fail(src, name_path or path, f"variant name {problem}")
     settings = {**settings, "launch": Launch(**settings.get("launch", {}))}
-    return Variant(name=name, spec_name=spec_name, origin=str(src.at(path)), **settings)
+    return Variant(name=name, spec_name=spec_name, origin=str(src.at(path)),
+                   origins=tuple(sorted((origins or {}).items())), **settings)
 
 
 def parse_spec(text: str, file: str) -> Spec:
@@ -225,15 +240,17 @@ def parse_spec(text: str, file: str) -> Spec:
     defaults_raw = _mapping(src, ("defaults",), top.get("defaults", {}), "defaults")
     _check_keys(src, ("defaults",), defaults_raw, VARIANT_KEYS[1:], "defaults")
     defaults = _axes(src, ("defaults",), defaults_raw)
+    default_origins = _origins(src, ("defaults",), defaults_raw)
     variants: list[Variant] = []
     matrix = _mapping(src, ("matrix",), top["matrix"], "matrix") if "matrix" in top else {}
     _check_count(src, top, _matrix_size(src, matrix) if "matrix" in top else 0)
     if matrix:
-        for point in _matrix_points(src, matrix):
+        for point, where in _matrix_points(src, matrix):
             name = "_".join([spec_name, *(short_name(a, v) for a, v in point.items())])
-            variants.append(_make(src, spec_name, name, _layer(defaults, point), ("matrix",)))
-    variants = _apply_overrides(src, top, variants, spec_name)
-    variants += _listed(src, top, defaults, spec_name)
+            variants.append(_make(src, spec_name, name, _layer(defaults, point), ("matrix",),
+                                  origins={**default_origins, **where}))
+    variants = _apply_overrides(src, top, variants, spec_name, tuple(matrix))
+    variants += _listed(src, top, defaults, spec_name, default_origins)
     if not variants:
         raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
     _check_unique(src, variants)
@@ -272,7 +289,8 @@ def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[o
     return tuple(out)
 
 
-def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> list[Variant]:
+def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str,
+                     naming_axes: tuple[str, ...] = ()) -> list[Variant]:
     raw = _mapping(src, ("overrides",), top.get("overrides", {}), "overrides")
     by_name = {v.name: v for v in variants}
     for name, table in raw.items():
@@ -283,12 +301,20 @@ def _apply_overrides(src: Located, top: dict[str, Any], variants: list[Variant],
         table = _mapping(src, path, table, f"overrides.{name}")
         _check_keys(src, path, table, VARIANT_KEYS[1:], "override")
         old = by_name[name]
+        layer = _axes(src, path, table)
+        for axis in naming_axes:  # the generated name spells these values: an override would make it lie
+            if axis in layer and layer[axis] != getattr(old, axis):
+                raise _fail(src, path + (axis,), f"overrides.{name} changes {axis} to {quote(layer[axis])}, but {axis} "
+                            f"is a matrix axis that names this variant ({short_name(axis, getattr(old, axis))}); "
+                            "change the matrix, or list the variant under variants: with its own name", True)
         inherited = {a: getattr(old, a) for a in AXES} | {"launch": {k: n for k, n in asdict(old.launch).items() if n}}
-        by_name[name] = _make(src, spec_name, name, _layer(inherited, _axes(src, path, table)), path)
+        by_name[name] = _make(src, spec_name, name, _layer(inherited, layer), path,
+                              origins={**dict(old.origins), **_origins(src, path, table)})
     return list(by_name.values())
 
 
-def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_name: str) -> list[Variant]:
+def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_name: str,
+            default_origins: dict[str, str] | None = None) -> list[Variant]:
     raw = top.get("variants", [])
     if not isinstance(raw, list):
         raise _fail(src, ("variants",), "variants must be a list of mappings, each with a name")
@@ -300,7 +326,7 @@ def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_na
         if "name" not in table:
             raise _fail(src, path, "each listed variant needs a 'name:'")
         out.append(_make(src, spec_name, table["name"], _layer(defaults, _axes(src, path, table)), path,
-                         path + ("name",)))
+                         path + ("name",), {**(default_origins or {}), **_origins(src, path, table)}))
     return out
 
 

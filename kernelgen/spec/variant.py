@@ -70,6 +70,7 @@ class Variant:
     launch: Launch = field(default_factory=Launch)
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # axis -> file:line:col of its value
 
     @property
     def elem_bytes(self) -> int:
@@ -93,7 +94,7 @@ class Variant:
         import json
 
         fields_ = {f.name: getattr(self, f.name) for f in fields(self)
-                   if f.name not in ("name", "launch", "spec_name", "origin")}
+                   if f.name not in ("name", "launch", "spec_name", "origin", "origins")}
         return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:24]
 
 
