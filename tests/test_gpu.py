@@ -242,3 +242,40 @@ def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: 
        bias=inputs["bias"])
     torch.cuda.synchronize()
     assert torch.equal(inputs["kvcache"], want)
+
+
+def test_torch_custom_op_under_compile_graphs_and_streams(shipped_ops: dict[str, Op]) -> None:
+    """torch.ops.kernelgen.<variant>: torch.compile(fullgraph=True) writes the same bytes as eager,
+    CUDA-graph capture and replay too, and the op runs on the current stream."""
+    import torch
+
+    from kernelgen.runtime.torch_ops import register
+
+    op = shipped_ops["dsv4_indexer_bf16_p64"]
+    f = register(op)
+    torch.library.opcheck(f, (lambda i: (i["x"], i["weight"], i["freqs"], i["positions"], i["out_loc"],
+                                         i["kvcache"]))(make_inputs(op.variant, 16, 4, "cuda", seed=1)))
+
+    def step(x, w, fr, pos, loc, cache):
+        f(x * 1.0, w, fr, pos, loc, cache)
+
+    inputs, want = inputs_and_expected(op, 300, seed=21)
+    args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc", "kvcache")]
+    torch.compile(step, fullgraph=True)(*args)
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+    inputs, want = inputs_and_expected(op, 64, seed=22)
+    args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc", "kvcache")]
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        f(*args)  # warm up on a side stream, then capture
+    torch.cuda.current_stream().wait_stream(side)
+    inputs["kvcache"].copy_(inputs_and_expected(op, 64, seed=22)[0]["kvcache"])
+    with torch.cuda.graph(graph):
+        f(*args)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)

@@ -110,12 +110,15 @@ class InputChecker:
                 s is not None and s != got for s, got in zip(shape, t.shape)):
             raise self.fail(f"{name} must be {want}, got {_describe(t)}")
 
-    def explain(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
-        """The slow path: find the first problem and raise a message that names it."""
+    def explain(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
+                metadata_only: bool = False) -> None:
+        """The slow path: find the first problem and raise a message that names it. With metadata_only
+        (torch.compile's fake tensors have no storage) addresses are not checked."""
         v = self.v
         self.tensor("x", x, (TORCH_DTYPES[v.input_dtype],), (None, v.head_dim))
         n = x.shape[0]
-        if x.stride(1) != 1 or (n > 1 and (x.stride(0) * v.elem_bytes) % self.align) or x.data_ptr() % self.align:
+        misaligned = not metadata_only and x.data_ptr() % self.align
+        if x.stride(1) != 1 or (n > 1 and (x.stride(0) * v.elem_bytes) % self.align) or misaligned:
             raise self.fail(f"x rows must be contiguous and {self.align}-byte aligned (stride {tuple(x.stride())})")
         self.tensor("out_loc", out_loc, _INDEX_DTYPES, (n,))
         named = [("x", x), ("out_loc", out_loc), ("kvcache", kvcache)]
@@ -129,18 +132,18 @@ class InputChecker:
             self.tensor("freqs", freqs, ("float32",), (None, v.rope_dim))
             self.tensor("positions", positions, _INDEX_DTYPES, (n,))
             named += [("freqs", freqs), ("positions", positions)]
-        self.cache(kvcache)
+        self.cache(kvcache, metadata_only)
         for name, t in named:
             if name != "x" and not t.is_contiguous():
                 raise self.fail(f"{name} must be contiguous")
-            if name in ("weight", "bias", "freqs") and t.data_ptr() % PARAM_ALIGN:
+            if not metadata_only and name in ("weight", "bias", "freqs") and t.data_ptr() % PARAM_ALIGN:
                 raise self.fail(f"{name} must start at a {PARAM_ALIGN}-byte aligned address (a fresh tensor does)")
             if t.device != x.device:
                 raise self.fail(f"{name} is on {t.device} but x is on {x.device}; put all tensors on one CUDA device")
         if x.device.type != "cuda":
             raise self.fail(f"tensors must be on a CUDA device, got {x.device}")
 
-    def cache(self, kvcache: Any) -> None:
+    def cache(self, kvcache: Any, metadata_only: bool = False) -> None:
         import torch
 
         if not isinstance(kvcache, torch.Tensor):
@@ -149,7 +152,7 @@ class InputChecker:
         self.layout.check_cache(tuple(kvcache.shape), _dtype_name(kvcache), row_stride)
         if kvcache.dim() == 2 and kvcache.stride(1) != 1:
             raise self.fail("kvcache must be contiguous")
-        if kvcache.data_ptr() % self.cache_align:
+        if not metadata_only and kvcache.data_ptr() % self.cache_align:
             raise self.fail(f"kvcache must start at a {self.cache_align}-byte aligned address")
 
 
