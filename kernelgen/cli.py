@@ -37,17 +37,14 @@ def _status(v: Variant) -> str:
 
 
 def layout_record(v: Variant) -> dict[str, object]:
-    """The machine-readable layout of one variant (what a pool allocator needs)."""
-    lay, lo = layout_of(v), resolve(v).launch
-    return {
-        "variant": v.name, "spec": v.spec_name, "store": lay.store, "head_dim": lay.head_dim,
-        "page_size": lay.page_size, "bytes_per_token": lay.bytes_per_token, "page_bytes": lay.page_bytes,
-        "fields": [{"name": f.name, "encoding": f.encoding, "base": f.base, "stride": f.stride, "size": f.size,
-                    "what": f.what} for f in lay.fields],
-        "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
-        "launch": {"threads_per_token": lo.threads_per_token, "tokens_per_block": lo.tokens_per_block, "vec": lo.vec},
-        "violates": [g.id for g in violations(v)],
-    }
+    """The machine-readable layout of one variant (what a pool allocator needs), launch and guard status."""
+    from .layout.doc import layout_json
+
+    lo = resolve(v).launch
+    return {"variant": v.name, "spec": v.spec_name, **layout_json(layout_of(v)),
+            "launch": {"threads_per_token": lo.threads_per_token, "tokens_per_block": lo.tokens_per_block,
+                       "vec": lo.vec},
+            "violates": [g.id for g in violations(v)]}
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -105,7 +102,13 @@ def _ninja_progress(what: str) -> Iterator[Callable[[int, int, str], None]]:
             err.print(f"[{done}/{total}] {time.monotonic() - start:5.1f} s  {step}", markup=False)
         yield plain
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=err, transient=True) as bar:
@@ -361,6 +364,21 @@ def _show_records() -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .runtime.export import export
+
+    _, variants = _selected(args)
+    archs = tc.parse_arch_list(args.arch)
+    out_dir = Path(args.output)
+    start = time.monotonic()
+    with _ninja_progress("exporting") as progress:
+        manifest = export(variants, archs, out_dir, args.jobs, progress)
+    size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
+    out.print(f"exported {len(variants)} variants x {', '.join(archs)} to {out_dir} ({size / 2**20:.1f} MiB) in "
+              f"{time.monotonic() - start:.1f} s; manifest {manifest}", markup=False)
+    return 0
+
+
 def cmd_guards(args: argparse.Namespace) -> int:
     table = Table(title="guards (Python precheck == static_assert text)", title_justify="left")
     for col in ("id", "message"):
@@ -421,6 +439,13 @@ def parser() -> argparse.ArgumentParser:
                          "needs pip install 'kernelgen[ray]'")
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
     tu.set_defaults(func=cmd_tune)
+    ex = sub.add_parser("export", help="compile variants for deployment (no nvcc needed to load them)")
+    ex.add_argument("spec")
+    ex.add_argument("--variants", help="comma-separated variant names (default: all of the spec)")
+    ex.add_argument("--arch", required=True, help="targets, comma-separated, e.g. sm_90a,sm_100a,sm_120a")
+    ex.add_argument("-o", "--output", required=True, help="export directory")
+    ex.add_argument("--jobs", type=int, help="parallel nvcc jobs")
+    ex.set_defaults(func=cmd_export)
     sub.add_parser("recall", add_help=False,
                         help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU; `kernelgen recall --help`)")
     gd = sub.add_parser("guards", help="the guard table")

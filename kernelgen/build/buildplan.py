@@ -37,16 +37,19 @@ def headers_digest(headers: dict[str, bytes]) -> str:
     return h.hexdigest()
 
 
-def build_key(source: str, headers: str, toolchain: Toolchain, archs: tuple[str, ...]) -> str:
-    """Hash of everything that changes the binary."""
-    payload = json.dumps({
+def build_key(source: str, headers: str, toolchain: Toolchain, archs: tuple[str, ...], portable: bool = False) -> str:
+    """Hash of everything that changes the binary (portable: the CUDA runtime linked in statically)."""
+    fields = {
         "source": source,
         "headers": headers,
         "flags": list(CUDA_FLAGS),
         "toolchain": toolchain.fingerprint(),
         "archs": list(archs),
         "kernelgen": __version__,
-    }, sort_keys=True)
+    }
+    if portable:
+        fields["link"] = "static-cudart"
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -62,16 +65,17 @@ def _escape(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool) -> str:
+def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool, portable: bool = False) -> str:
     """build.ninja for units: compile each (+ link into a .so when link). Each nvcc writes its
-    diagnostics to <output>.log so failures can be reported per unit."""
+    diagnostics to <output>.log so failures can be reported per unit. Portable libraries (exports)
+    link the CUDA runtime statically, so they need no libcudart where they are deployed."""
+    cudart = "-cudart static" if portable else f"-L{_escape(toolchain.cuda_home)}/lib64 -lcudart"
     includes = " ".join(f"-I{_escape(d)}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs)))
     lines = [
         "ninja_required_version = 1.3",
         f"nvcc = {_escape(toolchain.nvcc)}",
         f"cuda_flags = {' '.join(CUDA_FLAGS)} {includes}",
-        f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi "
-        f"-L{_escape(toolchain.cuda_home)}/lib64 -lcudart",
+        f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi {cudart}",
         "",
         "rule compile",
         "  command = $nvcc $cuda_flags $gencode -c $in -o $out > $out.log 2>&1",

@@ -52,7 +52,7 @@ def read_headers() -> dict[str, bytes]:
 
 
 def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
-         launch_plans: list[LaunchPlan | None] | None = None) -> list[Planned]:
+         launch_plans: list[LaunchPlan | None] | None = None, portable: bool = False) -> list[Planned]:
     """Precheck and render every variant (with its launch plan; None = its default launch) before
     anything is written."""
     headers = headers_digest(read_headers())
@@ -60,7 +60,7 @@ def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     for v, lp in zip(variants, launch_plans or [None] * len(variants)):
         lp = lp or default_plan(v)
         source = render_variant(v, plan=lp)  # prechecks the guards first
-        out.append(Planned(v, source, build_key(source, headers, toolchain, archs), lp))
+        out.append(Planned(v, source, build_key(source, headers, toolchain, archs, portable), lp))
     return out
 
 
@@ -116,13 +116,14 @@ def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict
 
 def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
           cache_dir: Path | None = None, jobs: int | None = None,
-          launch_plans: list[LaunchPlan | None] | None = None, progress: Progress | None = None) -> list[Artifact]:
+          launch_plans: list[LaunchPlan | None] | None = None, progress: Progress | None = None,
+          portable: bool = False) -> list[Artifact]:
     """Build (or find) every variant: one ninja graph, atomic publish per variant.
 
     try to find -> lock -> find again -> build into staging -> rename into place -> unlock.
     Raises BuildError naming every variant that failed, after publishing the ones that built."""
     root = kernels_dir(cache_dir)
-    planned = plan(variants, toolchain, archs, launch_plans)
+    planned = plan(variants, toolchain, archs, launch_plans, portable)
     artifacts = [artifact_for(p, root) for p in planned]
     # The same variant named twice builds once (and must not take its lock twice).
     missing = list({a.directory: (p, a) for p, a in zip(planned, artifacts) if not is_published(a)}.values())
@@ -131,12 +132,12 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
         with locked(locks):
             todo = [(p, a) for p, a in missing if not is_published(a)]
             if todo:
-                _build_locked(todo, toolchain, archs, root, jobs, progress)
+                _build_locked(todo, toolchain, archs, root, jobs, progress, portable)
     return artifacts
 
 
 def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, archs: tuple[str, ...],
-                  root: Path, jobs: int | None, progress: Progress | None = None) -> None:
+                  root: Path, jobs: int | None, progress: Progress | None = None, portable: bool = False) -> None:
     root.mkdir(parents=True, exist_ok=True)
     clean_dead_staging(root)
     staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=root))
@@ -148,7 +149,8 @@ def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, ar
             (sub / f"{p.variant.name}.cu").write_text(p.source)
             units.append(Unit(p.variant.name, f"{a.directory.name}/{p.variant.name}.cu", archs,
                               f"{a.directory.name}/{p.variant.name}.so"))
-        (staging / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=True))
+        (staging / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=True,
+                                                        portable=portable))
         run_ninja(staging, jobs, progress)
         failures = []
         for (p, a), u in zip(todo, units):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec.variant import Variant
-from .layout import FLASHMLA_GROUP, FP4_GROUP, layout_of
+from .layout import FLASHMLA_GROUP, FP4_GROUP, Layout, layout_of
 
 INTRO = f"""# Cache layouts
 
@@ -40,3 +40,14 @@ def variant_section(v: Variant) -> str:
 
 def layouts_markdown(variants: list[Variant]) -> str:
     return INTRO + "\n" + "\n".join(variant_section(v) for v in variants)
+
+
+def layout_json(lay: Layout) -> dict[str, object]:
+    """The machine-readable byte layout of one variant (what a pool allocator needs)."""
+    return {
+        "store": lay.store, "head_dim": lay.head_dim, "page_size": lay.page_size,
+        "bytes_per_token": lay.bytes_per_token, "page_bytes": lay.page_bytes,
+        "fields": [{"name": f.name, "encoding": f.encoding, "base": f.base, "stride": f.stride, "size": f.size,
+                    "what": f.what} for f in lay.fields],
+        "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
+    }

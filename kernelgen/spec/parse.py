@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import os
 import math
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path

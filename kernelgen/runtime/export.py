@@ -1,0 +1,168 @@
+"""Ahead-of-time export: compiled variants plus a manifest, loadable where there is no nvcc.
+
+One library per (variant, arch): a tuned dispatch belongs to a GPU model, so each arch's library
+carries the dispatch tuned on a GPU of that arch (the H200 records for sm_90a) or the defaults.
+Libraries link the CUDA runtime statically (nothing to find at deployment); libtvm_ffi comes
+from the tvm-ffi package that loads them. The manifest has no timestamps and sorted keys: the
+same libraries give the same bytes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, knobs, resources
+from ..build import toolchain as tc
+from ..build.lifecycle import build
+from ..build.store import Artifact, file_sha256
+from ..codegen.launch import LaunchPlan, Route, default_plan, plan_routes
+from ..codegen.render import x_align
+from ..errors import KernelgenError, LayoutMismatch
+from ..layout.doc import layout_json
+from ..layout.layout import layout_of
+from ..spec.variant import TORCH_DTYPES, Launch, Variant
+from ..tune import records
+from ..tune.gpu import GpuInfo
+from ..tune.gpu import current as current_gpu
+from .op import Op
+
+FORMAT = "kernelgen-export/1"
+MANIFEST = "manifest.json"
+
+
+def arch_capability(arch: str) -> str:
+    """'sm_90a' -> '9.0', 'sm_120a' -> '12.0'."""
+    digits = arch.removeprefix("sm_").rstrip("af")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
+    """The dispatch tuned on a GPU of this arch (user records first, then shipped), else the defaults."""
+    if knobs.use_tuned():
+        for directory in (knobs.tuning_dir(), resources.tuned_dir()):
+            for path, gpu, record in records.all_records(directory):
+                if (gpu.capability == arch_capability(arch) and record.content_key == v.content_key()
+                        and record.template == records.template_hash()):
+                    return plan_routes(v, record.routes()), gpu.slug
+    return default_plan(v), "defaults"
+
+
+def abi(v: Variant) -> dict[str, Any]:
+    """The exported symbols' calling convention: argument order, dtypes and shapes."""
+    lay = layout_of(v)
+    idx = ["int32", "int64"]
+    unused = "unused by this variant: pass an empty tensor"
+    args = [
+        {"name": "x", "dtype": TORCH_DTYPES[v.input_dtype], "shape": ["N", v.head_dim],
+         "note": "last dim contiguous; rows aligned to the manifest's x_align bytes"},
+        {"name": "weight", "dtype": TORCH_DTYPES[v.weight_dtype], "shape": [v.head_dim]} if v.norm != "none"
+        else {"name": "weight", "note": unused},
+        {"name": "bias", "dtype": TORCH_DTYPES[v.weight_dtype], "shape": [v.head_dim]} if v.norm_bias
+        else {"name": "bias", "note": unused},
+        {"name": "freqs", "dtype": "float32", "shape": ["max_pos", v.rope_dim],
+         "note": "(cos, sin) of pair j at columns 2j, 2j+1"} if v.rope_dim else {"name": "freqs", "note": unused},
+        {"name": "positions", "dtype": idx, "shape": ["N"]} if v.rope_dim else {"name": "positions", "note": unused},
+        {"name": "out_loc", "dtype": idx, "shape": ["N"], "note": "slot per row; < 0 or past the pool: skipped"},
+        {"name": "kvcache", "dtype": "uint8", "shape": ["num_pages", lay.page_bytes], "note": "written in place"},
+        {"name": "eps", "dtype": "float64", "shape": []},
+    ]
+    return {"symbol": v.name, "calling": "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as "
+            "DLPack; runs on the tvm-ffi environment stream of x's device", "args": args, "returns": "none",
+            "config_symbol": f"{v.name}_config", "config_args": "the same, then config (int64) and pdl (bool)"}
+
+
+def _plan_json(plan: LaunchPlan) -> dict[str, Any]:
+    return {"configs": [c.id for c in plan.configs],
+            "routes": [{"max_tokens": r.max_tokens, "config": r.config, "pdl": r.pdl} for r in plan.routes],
+            "describe": plan.describe()}
+
+
+def _plan_from_json(d: dict[str, Any]) -> LaunchPlan:
+    return LaunchPlan(tuple(Launch.from_id(c) for c in d["configs"]),
+                      tuple(Route(int(r["max_tokens"]), int(r["config"]), bool(r["pdl"])) for r in d["routes"]))
+
+
+def _variant_json(v: Variant) -> dict[str, Any]:
+    skip = ("name", "launch", "spec_name", "origin", "origins")
+    return {f.name: getattr(v, f.name) for f in fields(v) if f.name not in skip}
+
+
+def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,
+           progress: Any = None) -> Path:
+    """Build every variant for every arch (portable libraries) and write DIR/<variant>/<arch>/ + manifest."""
+
+    toolchain = tc.detect()
+    entries: dict[str, Any] = {}
+    for arch in archs:
+        plans = [plan_for_arch(v, arch) for v in variants]
+        artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
+        for v, a, (plan, source) in zip(variants, artifacts, plans):
+            entry = entries.setdefault(v.name, {"spec": v.spec_name, "content_key": v.content_key(),
+                                                "variant": _variant_json(v), "layout": layout_json(layout_of(v)),
+                                                "abi": abi(v), "artifacts": {}})
+            target = out_dir / v.name / arch
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(a.library, target / a.library.name)
+            shutil.copyfile(a.source, target / a.source.name)
+            entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
+                                        "sha256": file_sha256(target / a.library.name), "build_key": a.key,
+                                        "tuned_on": source, "x_align": x_align(v, plan), "dispatch": _plan_json(plan)}
+    manifest = {"format": FORMAT, "kernelgen": __version__,
+                "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
+                "archs": list(archs), "variants": entries}
+    path = out_dir / MANIFEST
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> str:
+    if gpu is None:
+        raise KernelgenError(f"{directory}: no CUDA GPU here; the export holds {', '.join(available)}")
+    for arch in available:
+        if arch_capability(arch) == gpu.capability:
+            return arch
+    raise KernelgenError(f"{directory}: no library for {gpu.name} (compute capability {gpu.capability}); the export "
+                         f"holds {', '.join(available)}: export again with --arch sm_{gpu.capability.replace('.', '')}a")
+
+
+_CURRENT = object()
+
+
+def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op:
+    """Load an exported variant for this GPU's arch (no nvcc needed); the library's sha256 is checked."""
+    root = Path(directory)
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+        if manifest.get("format") != FORMAT:
+            raise KernelgenError(f"{root}: export format {manifest.get('format')!r}, this kernelgen reads {FORMAT}")
+        entry = manifest["variants"][variant]
+    except FileNotFoundError:
+        raise KernelgenError(f"{root}: no {MANIFEST}; export with `kernelgen export SPEC -o {root}`") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise KernelgenError(f"{root}/{MANIFEST} is corrupt ({exc}); export again") from None
+    except KeyError:
+        names = ", ".join(sorted(manifest.get("variants", {})))
+        raise KernelgenError(f"{root}: no variant {variant!r} in this export (it holds {names})") from None
+    arch = _pick_arch(sorted(entry["artifacts"]), current_gpu() if gpu is _CURRENT else gpu, root)  # type: ignore[arg-type]
+    art = entry["artifacts"][arch]
+    library = root / art["library"]
+    if not library.is_file() or file_sha256(library) != art["sha256"]:
+        raise LayoutMismatch(f"{library}: missing or modified (sha256 differs from the manifest); export again")
+    v = Variant(name=variant, spec_name=entry["spec"], **entry["variant"])
+    if v.content_key() != entry["content_key"]:
+        raise KernelgenError(f"{root}/{MANIFEST}: variant {variant} does not match its content key; export again")
+    plan = _plan_from_json(art["dispatch"])
+    return Op(Artifact(v.with_launch(plan.configs[0]), art["build_key"], library.parent, plan), f"export:{arch}")
+
+
+def export_hash(directory: Path) -> str:
+    """One digest of an export (manifest + libraries), to compare two exports."""
+    h = hashlib.sha256((directory / MANIFEST).read_bytes())
+    for lib in sorted(directory.rglob("*.so")):
+        h.update(lib.read_bytes())
+    return h.hexdigest()
+
+

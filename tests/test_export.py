@@ -1,0 +1,107 @@
+"""Build tier: ahead-of-time export and loading where there is no nvcc."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelgen import knobs
+from kernelgen.errors import KernelgenError, LayoutMismatch
+from kernelgen.runtime.export import export, load_exported
+from kernelgen.spec.parse import load_spec
+from kernelgen.tune.gpu import GpuInfo
+
+pytestmark = pytest.mark.build
+
+H200 = GpuInfo("NVIDIA H200", "9.0", 132, 140, 4814)
+RTX = GpuInfo("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 188, 95, 1792)
+ARCHS = ("sm_90a", "sm_100a")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = tmp_path_factory.mktemp("export-cache")
+    out = tmp_path_factory.mktemp("export") / "dsv32"
+    with knobs.scope(CACHE_DIR=str(cache)):
+        export(list(load_spec("dsv32_indexer").variants), ARCHS, out)
+        again = out.parent / "again"
+        export(list(load_spec("dsv32_indexer").variants), ARCHS, again)  # from the same built libraries
+    return out
+
+
+def test_manifest_describes_layouts_abi_archs_and_tuned_dispatch(exported: Path) -> None:
+    manifest = json.loads((exported / "manifest.json").read_text())
+    entry = manifest["variants"]["dsv32_indexer_fp8_p64"]
+    assert manifest["archs"] == list(ARCHS) and set(entry["artifacts"]) == set(ARCHS)
+    assert entry["layout"]["page_bytes"] == 8448 and entry["layout"]["byte_map"][0]["start"] == 0
+    assert [a["name"] for a in entry["abi"]["args"]] == ["x", "weight", "bias", "freqs", "positions", "out_loc",
+                                                          "kvcache", "eps"]
+    assert entry["artifacts"]["sm_90a"]["tuned_on"] == "nvidia-h200-sm90-132sms"  # the shipped H200 record
+    assert entry["artifacts"]["sm_100a"]["tuned_on"] == "defaults"
+    assert "built_at" not in json.dumps(manifest) and "time" not in json.dumps(manifest).lower()
+
+
+def test_the_same_libraries_give_the_same_manifest_bytes(exported: Path) -> None:
+    assert (exported / "manifest.json").read_bytes() == (exported.parent / "again" / "manifest.json").read_bytes()
+
+
+def test_exported_libraries_need_no_libcudart(exported: Path) -> None:
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf (binutils) is not installed")
+    for lib in exported.rglob("*.so"):
+        needed = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, check=True).stdout
+        assert "libcudart" not in needed, lib
+
+
+def test_load_exported_works_without_nvcc_or_cuda_home(exported: Path) -> None:
+    """In a fresh process whose CUDA_HOME points nowhere and whose PATH has no nvcc: it loads (for an
+    H200), and a call with CPU tensors is refused by the exported symbol in kernelgen's words."""
+    script = textwrap.dedent(f"""
+        import torch
+        from kernelgen import load_exported
+        from kernelgen.errors import LayoutMismatch
+        from kernelgen.tune.gpu import GpuInfo
+        op = load_exported({str(exported)!r}, "dsv32_indexer_fp8_p64", gpu=GpuInfo("NVIDIA H200", "9.0", 132, 140, 0))
+        assert op.tuned_from == "export:sm_90a", op.tuned_from
+        try:
+            op(torch.randn(4, 128).bfloat16(), torch.randn(128), torch.randn(16, 64), torch.zeros(4, dtype=torch.long),
+               torch.arange(4), op.layout.allocate(2), bias=torch.randn(128))
+        except LayoutMismatch as exc:
+            print("refused:", exc)
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "KERNELGEN_CACHE_DIR")}
+    env["CUDA_HOME"] = "/nonexistent-cuda"
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if not (Path(p) / "nvcc").exists())
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused:" in done.stdout and "must be on a CUDA device" in done.stdout
+
+
+def test_a_gpu_the_export_does_not_cover_is_named(exported: Path) -> None:
+    with pytest.raises(KernelgenError, match=r"no library for NVIDIA RTX PRO 6000 .* \(compute capability 12.0\); "
+                                             r"the export holds sm_100a, sm_90a: export again with --arch sm_120a"):
+        load_exported(exported, "dsv32_indexer_fp8_p64", gpu=RTX)
+    with pytest.raises(KernelgenError, match="no variant 'nope' in this export"):
+        load_exported(exported, "nope", gpu=H200)
+
+
+def test_a_modified_library_or_manifest_is_never_loaded(exported: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    lib = copy / "dsv32_indexer_bf16_p64" / "sm_90a" / "dsv32_indexer_bf16_p64.so"
+    data = bytearray(lib.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    lib.write_bytes(bytes(data))
+    with pytest.raises(LayoutMismatch, match="missing or modified"):
+        load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)
+    (copy / "manifest.json").write_text('{"format": "kernelgen-export/1", "variants": ')
+    with pytest.raises(KernelgenError, match="manifest.json is corrupt"):
+        load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)
