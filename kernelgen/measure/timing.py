@@ -21,23 +21,7 @@ def compulsory_bytes(v: Variant, num_tokens: int) -> int:
 
 def graph_replay_us(call: Callable[[], None], calls: int = 10, reps: int = 15) -> float:
     """Median GPU microseconds per call: `calls` launches captured in one graph, replayed `reps` times."""
-    import torch
-
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            call()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return _rotated_graph_us([call], reps, calls)
 
 
 def per_call_us(call: Callable[[], object], calls: int = 2000) -> float:
