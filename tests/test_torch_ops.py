@@ -2,8 +2,6 @@
 torch.compile(fullgraph=True) traces a module that calls it without a graph break."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode

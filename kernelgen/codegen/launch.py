@@ -99,16 +99,16 @@ def plan_routes(v: Variant, routes: list[tuple[int, Launch]], extra: tuple[Launc
     """A plan from (max_tokens, launch) pairs in increasing order; the last pair serves all larger
     counts. `extra` configurations are compiled too without a route (the tuner calls them by index)."""
     configs: list[Launch] = []
-    out: list[Route] = []
-    for bound, launch in routes:
+
+    def index(launch: Launch) -> int:
         inst = _instance(resolve(v.with_launch(launch)).launch)
         if inst not in configs:
             configs.append(inst)
-        out.append(Route(bound, configs.index(inst), launch.pdl))
+        return configs.index(inst)
+
+    out = [Route(bound, index(launch), launch.pdl) for bound, launch in routes]
     for launch in extra:
-        inst = _instance(resolve(v.with_launch(launch)).launch)
-        if inst not in configs:
-            configs.append(inst)
+        index(launch)
     merged: list[Route] = []
     for r in out:  # neighbouring routes with the same choice become one
         if merged and (merged[-1].config, merged[-1].pdl) == (r.config, r.pdl):

@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 INDEX_BYTES = 16  # out_loc + position per token, int64 each
 
 
-def compulsory_bytes(v: Variant, num_tokens: int) -> int:
-    """Each input row read once and each written byte written once (norm weights and freqs are cache-resident)."""
+def estimated_bytes(v: Variant, num_tokens: int) -> int:
+    """An estimate of the bytes a call moves: each input row read once, each written byte written once,
+    16 B of indices per token (weights and freqs cache-resident). For sizing input rotation and quick
+    reports; `kernelgen bench` counts compulsory bytes exactly (bench.compulsory_bytes)."""
     return num_tokens * (v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
 
 
@@ -44,7 +46,7 @@ def measure(op: Any, num_tokens: int) -> tuple[float, float]:
     """(GPU microseconds per call by graph replay, GB/s of compulsory bytes) for an Op at num_tokens."""
     args = launch_args(timing_inputs(op.variant, num_tokens))
     us = graph_replay_us(lambda: op.launch(*args))
-    return us, compulsory_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9
+    return us, estimated_bytes(op.variant, num_tokens) / (us * 1e-6) / 1e9
 
 
 def launch_args(inputs: dict[str, Any], eps: float = 1e-6) -> tuple[torch.Tensor, ...]:

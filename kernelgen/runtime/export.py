@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,14 @@ def arch_capability(arch: str) -> str:
 
 def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
     """The dispatch tuned on a GPU of this arch (user records first, then shipped), else the defaults."""
+    found = None
     if knobs.use_tuned():
-        for directory in (knobs.tuning_dir(), resources.tuned_dir()):
-            for path, gpu, record in records.all_records(directory):
-                if (gpu.capability == arch_capability(arch) and record.content_key == v.content_key()
-                        and record.template == records.template_hash()):
-                    return plan_routes(v, record.routes()), gpu.slug
-    return default_plan(v), "defaults"
+        found = records.find([knobs.tuning_dir(), resources.tuned_dir()], v,
+                             lambda gpu: gpu.capability == arch_capability(arch))
+    if found is None:
+        return default_plan(v), "defaults"
+    record, _ = found
+    return plan_routes(v, record.routes()), record.gpu.slug
 
 
 def abi(v: Variant) -> dict[str, Any]:
@@ -85,11 +85,6 @@ def _plan_from_json(d: dict[str, Any]) -> LaunchPlan:
                       tuple(Route(int(r["max_tokens"]), int(r["config"]), bool(r["pdl"])) for r in d["routes"]))
 
 
-def _variant_json(v: Variant) -> dict[str, Any]:
-    skip = ("name", "launch", "spec_name", "origin", "origins")
-    return {f.name: getattr(v, f.name) for f in fields(v) if f.name not in skip}
-
-
 def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,
            progress: Any = None) -> Path:
     """Build every variant for every arch (portable libraries) and write DIR/<variant>/<arch>/ + manifest."""
@@ -101,7 +96,7 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
         artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
         for v, a, (plan, source) in zip(variants, artifacts, plans):
             entry = entries.setdefault(v.name, {"spec": v.spec_name, "content_key": v.content_key(),
-                                                "variant": _variant_json(v), "layout": layout_json(layout_of(v)),
+                                                "variant": v.math_fields(), "layout": layout_json(layout_of(v)),
                                                 "abi": abi(v), "artifacts": {}})
             target = out_dir / v.name / arch
             target.mkdir(parents=True, exist_ok=True)

@@ -88,14 +88,17 @@ class Variant:
     def with_launch(self, launch: Launch) -> Variant:
         return replace(self, launch=launch)
 
+    def math_fields(self) -> dict[str, object]:
+        """The math and the layout: every field but the name, the launch configuration and provenance."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("name", "launch", "spec_name", "origin", "origins")}
+
     def content_key(self) -> str:
-        """Hash of the math and the layout: everything but the name and the launch configuration."""
+        """Hash of math_fields(): what a tuning record or an export is keyed by."""
         import hashlib
         import json
 
-        fields_ = {f.name: getattr(self, f.name) for f in fields(self)
-                   if f.name not in ("name", "launch", "spec_name", "origin", "origins")}
-        return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:24]
+        return hashlib.sha256(json.dumps(self.math_fields(), sort_keys=True).encode()).hexdigest()[:24]
 
 
 # Axes a spec may set, with the closed set of values where there is one.

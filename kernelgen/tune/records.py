@@ -17,7 +17,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .. import resources
 from ..spec.variant import Launch, Variant
@@ -93,18 +93,23 @@ def read_file(path: Path) -> tuple[GpuInfo, dict[str, Record]] | None:
         return None
 
 
-def lookup(directories: list[Path], gpu: GpuInfo, v: Variant) -> tuple[Record, Path] | None:
-    """The first valid record for v on this GPU and this template, searching directories in order."""
+def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool]) -> tuple[Record, Path] | None:
+    """The first record for v and this template whose GPU `accept`s, searching directories in order."""
     key, template = v.content_key(), template_hash()
     for directory in directories:
-        path = record_file(directory, gpu)
-        found = read_file(path)
-        if found is None or not found[0].matches(gpu):
-            continue
-        record = found[1].get(key)
-        if record is not None and record.template == template:
-            return record, path
+        for path in sorted(directory.glob("*.json")):
+            found = read_file(path)
+            if found is None or not accept(found[0]):
+                continue
+            record = found[1].get(key)
+            if record is not None and record.template == template:
+                return record, path
     return None
+
+
+def lookup(directories: list[Path], gpu: GpuInfo, v: Variant) -> tuple[Record, Path] | None:
+    """The first valid record for v on this GPU model and this template, searching directories in order."""
+    return find(directories, v, gpu.matches)
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from ..build.lifecycle import load_module
 from ..build.store import Artifact
 from ..measure.inputs import workload_inputs
 from ..measure.timing import (
-    compulsory_bytes,
+    estimated_bytes,
     launch_args,
     rotated_graph_us,
     rotation_sets,
@@ -88,7 +88,7 @@ class GpuTimer:
 
             torch.cuda.empty_cache()
             workload = "decode" if n <= DECODE_UP_TO else "prefill"
-            count = rotation_sets(compulsory_bytes(self.v, n), n, self.l2)
+            count = rotation_sets(estimated_bytes(self.v, n), n, self.l2)
             self.inputs = (n, [workload_inputs(self.v, n, workload, seed=s) for s in range(count)])
         return self.inputs[1]
 
