@@ -1,4 +1,4 @@
-"""Pure tier: byte layouts match ../shared/LAYOUTS.md; quantizers follow its rounding rules."""
+"""Pure tier: byte layouts match docs/layouts.md (the serving layouts); quantizers follow their rounding rules."""
 from __future__ import annotations
 
 import pytest
@@ -101,7 +101,7 @@ def test_encode_write_read_decode_round_trip(store: str, tol: float) -> None:
 
 
 def test_golden_bytes_written_by_hand_from_layouts_md() -> None:
-    """Bytes derived from LAYOUTS.md by hand, so a mistake shared by encode and decode still fails."""
+    """Bytes derived from the layout reference by hand, so a mistake shared by encode and decode still fails."""
     # fp4, page_size 2, slot 1: values at 64*1, scales at 64*2 + 4*1.
     fp4 = layout_of(indexer("fp4_e2m1", 2))
     y = torch.zeros(1, 128)
