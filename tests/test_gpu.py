@@ -136,39 +136,52 @@ def test_random_variants_match_reference(session_cache: Path) -> None:
     assert not failures, failures
 
 
-def test_fast_check_agrees_with_explained_check(shipped_ops: dict[str, Op]) -> None:
-    """The per-call fast path accepts good inputs and rejects each bad one the slow path explains."""
+def test_symbol_and_python_refuse_each_bad_tensor_with_the_same_words(shipped_ops: dict[str, Op]) -> None:
+    """The exported symbol (C++, generated from the check table) and the Python op (the same table)
+    refuse each bad tensor with the same message, and nothing is written."""
     import torch
 
     op = shipped_ops["dsv32_indexer_fp8_p64"]  # LayerNorm with bias: every argument is used
     inputs = make_inputs(op.variant, 64, 16, "cuda", seed=1)
     names = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")
     good = [inputs[k] for k in names]
-    assert op.checker.fast_ok(*good)
+    op.checker.check(*good)
+    x = good[0]
     bad = {
-        "x": [good[0].float(), good[0][:, :64], good[0].t().contiguous().t(), good[0].cpu()],
-        "weight": [good[1].bfloat16(), good[1][:64]],
-        "bias": [good[2][:64], good[2].double()],
-        "freqs": [good[3][:, :32], good[3].double()],
-        "positions": [good[4][:10], good[4].float()],
-        "out_loc": [good[5][:10], good[5].float(), good[5].cpu()],
+        "x": [x.float(), x[:, :64], x.t().contiguous().t(), x.cpu(), x.reshape(-1)[4:4 + 63 * 128].view(63, 128)],
+        "weight": [good[1].bfloat16(), good[1][:64], good[1].cpu(), torch.zeros(256, device="cuda")[1:129]],
+        "bias": [good[2][:64], good[2].double(), good[2].cpu()],
+        "freqs": [good[3][:, :32], good[3].double(), good[3].t().contiguous().t()],
+        "positions": [good[4][:10], good[4].float(), good[4].repeat(2)[::2]],
+        "out_loc": [good[5][:10], good[5].float(), good[5].cpu(), good[5].repeat(2)[::2]],
         "kvcache": [torch.zeros(4, 16384, dtype=torch.uint8, device="cuda"), good[6].view(torch.int8),
-                    good[6].view(-1)[4:4 + 8448 * 2].view(2, 8448)],
+                    good[6].view(-1)[4:4 + 8448 * 2].view(2, 8448), good[6].cpu(),
+                    torch.zeros(4, 2 * 8448, dtype=torch.uint8, device="cuda")[:, :8448]],
     }
+    kinds = set()
     for name, cases in bad.items():
         for case in cases:
             args = list(good)
             args[names.index(name)] = case
-            assert not op.checker.fast_ok(*args), name
-            with pytest.raises(LayoutMismatch):
-                op.checker.explain(*args)
+            if name == "x":  # the rows of x decide N: keep the index tensors in step
+                n = case.shape[0]
+                args[4], args[5] = good[4][:n].contiguous(), good[5][:n].contiguous()
+                if case.device.type == "cpu":  # all on the CPU: the device check of x is the one that fails
+                    args = [a.cpu() for a in args]
+            failed = op.checker.first_failure(*args)
+            assert failed is not None and failed.arg == name, (name, failed)
+            kinds.add(failed.kind)
+            with pytest.raises(LayoutMismatch) as python_said:
+                op.checker.check(*args)
             before = good[6].clone()
-            with pytest.raises(Exception):  # the exported symbol refuses the same tensor on its own
+            with pytest.raises(Exception) as symbol_said:  # the exported symbol refuses it on its own
                 op.launch(*args, 1e-6)
-            with pytest.raises(LayoutMismatch):  # and the op explains the refusal in Python's words
+            assert str(python_said.value) in str(symbol_said.value), (name, str(symbol_said.value))
+            with pytest.raises(LayoutMismatch):  # and the op says it in the same words
                 op(args[0], args[1], args[3], args[4], args[5], args[6], bias=args[2])
             torch.cuda.synchronize()
             assert torch.equal(good[6], before), f"nothing is written when {name} is refused"
+    assert kinds == {c.kind for c in op.checker.checks}, kinds
 
 
 def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
 # the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench host.
+# 8 files). Phases: test sanitize tune bench ncu host.
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
@@ -27,10 +27,10 @@ for phase in "$@"; do
       for spec in $SPECS; do
         python3 -m kernelgen tune "$spec" --gpus "$GPUS" --out cache > "$RES/tune_$spec.log" 2>&1
         grep -E "configurations timed|error" "$RES/tune_$spec.log" | tail -30
-      done
-      cp cache/*.json "$RES/" ;;
+        cp cache/*.json "$RES/"
+      done ;;
     bench)
-      for spec in $SPECS; do
+      for spec in ${BENCH_SPECS:-$SPECS}; do
         for w in prefill decode; do
           python3 -m kernelgen bench "$spec" --workload $w --baselines "" --json "$RES/bench_${spec}_$w.json" \
             > "$RES/bench_${spec}_$w.log" 2>&1
@@ -40,8 +40,17 @@ for phase in "$@"; do
         --tokens 1,128,4096,262144 --baselines eager,compile --json "$RES/bench_baselines.json" \
         --plot "$RES/bench_baselines.png" > "$RES/bench_baselines.log" 2>&1
       tail -25 "$RES/bench_baselines.log" ;;
+    ncu)
+      for v in ${NCU_VARIANTS:-dsv4_indexer_fp8_p64 dsv4_indexer_fp4_p64}; do
+        spec=${v%_*_p*}
+        ncu --clock-control none --kernel-name regex:fused_norm_rope_store --launch-skip 2 --launch-count 1 \
+          --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+          --section MemoryWorkloadAnalysis --section SchedulerStats \
+          python3 tools/ncu_probe.py "$spec" "${NCU_TOKENS:-262144}" "$v" > "$RES/ncu_$v.log" 2>&1
+        grep -E "config|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Eligible|No Eligible" "$RES/ncu_$v.log" | head -40
+      done ;;
     host)
       python3 tools/host_profile.py 2>&1 | tee "$RES/host_profile.log" ;;
   esac
+  tar -C "$RES" -czf "$OUT/results.tgz" .  # after every phase: a run cut short still returns what it did
 done
-tar -C "$RES" -czf "$OUT/results.tgz" .

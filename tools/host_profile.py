@@ -21,7 +21,7 @@ def main() -> int:
     rows = {
         "checked call op(...)": lambda: op(x, w, f, p, loc, cache, bias=b),
         "op.launch(...) (checks in C)": lambda: op.launch(*args),
-        "Python checks alone (debug mode)": lambda: op.checker.fast_ok(x, w, b, f, p, loc, cache),
+        "Python table checks (debug mode)": lambda: op.checker.check(x, w, b, f, p, loc, cache),
         "tvm-ffi call (7 tensors)": lambda: op.function(*(t if t is not None else x[:0] for t in args[:7]), eps),
         "torch current_stream only": lambda: torch.cuda.current_stream(x.device).cuda_stream,
     }

@@ -1,7 +1,9 @@
 """Count the SASS instructions of a variant's kernel per launch configuration (straight-line code per
 token, so the static count is the per-token count a thread executes), by opcode family.
 
-    python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...]
+    python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...] [--ops] [--dump FILE]
+
+--ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
 
 Needs cuobjdump: CUDA's, or the one in Triton's wheel (KERNELGEN_CUOBJDUMP=path)."""
 from __future__ import annotations
@@ -33,7 +35,8 @@ def family(op: str) -> str:
     return next((name for name, ops in FAMILIES.items() if base in ops), "other")
 
 
-def count(spec: str, variant: str, ids: list[str]) -> dict[str, collections.Counter[str]]:
+def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
+          dump: str | None = None) -> dict[str, collections.Counter[str]]:
     v = load_spec(spec).variant(variant)
     launches = [Launch.from_id(i) for i in ids]
     plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
@@ -46,6 +49,8 @@ def count(spec: str, variant: str, ids: list[str]) -> dict[str, collections.Coun
         subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags(("sm_90a",)), "-c", str(src), "-o",
                         str(obj)], check=True)
         sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    if dump:
+        Path(dump).write_text(sass)
     out: dict[str, collections.Counter[str]] = {}
     for block in re.split(r"\n\s+Function : ", sass)[1:]:
         name = block.splitlines()[0]
@@ -53,13 +58,17 @@ def count(spec: str, variant: str, ids: list[str]) -> dict[str, collections.Coun
         if not m:
             continue
         ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", block)
-        counter = collections.Counter(family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
+        counter = collections.Counter(op if by_opcode else family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
         out[plan.configs[int(m.group(1))].id] = counter
     return out
 
 
 if __name__ == "__main__":
-    spec, variant, *ids = sys.argv[1:]
-    for lid, counter in count(spec, variant, ids).items():
+    args = sys.argv[1:]
+    by_opcode = "--ops" in args
+    dump = args[args.index("--dump") + 1] if "--dump" in args else None
+    spec, variant, *ids = [a for a in args if a != "--ops" and a != dump and a != "--dump"]
+    for lid, counter in count(spec, variant, ids, by_opcode, dump).items():
         total = sum(counter.values())
-        print(f"{lid:22} total {total:5}  " + "  ".join(f"{k} {n}" for k, n in sorted(counter.items())))
+        items = counter.most_common() if by_opcode else sorted(counter.items())
+        print(f"{lid:22} total {total:5}  " + "  ".join(f"{k} {n}" for k, n in items))

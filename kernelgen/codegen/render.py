@@ -10,6 +10,7 @@ import jinja2
 from .. import __version__, resources
 from ..layout.layout import Layout, layout_of
 from ..spec.variant import Launch, Variant
+from .checks import cpp_checks
 from .guards import GUARDS, precheck
 from .launch import LaunchPlan, default_plan, resolve
 
@@ -92,6 +93,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
         "x_align": x_align(v, plan),
+        "checks": cpp_checks(v, layout, x_align(v, plan)),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
         **_field_constants(layout),

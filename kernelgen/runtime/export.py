@@ -17,12 +17,13 @@ from .. import __version__, knobs, resources
 from ..build import toolchain as tc
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
-from ..codegen.launch import LaunchPlan, Route, default_plan, plan_routes
+from ..codegen import checks
+from ..codegen.launch import LaunchPlan, Route, default_plan, plan_routes, resolve
 from ..codegen.render import x_align
 from ..errors import KernelgenError, LayoutMismatch
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
-from ..spec.variant import TORCH_DTYPES, Launch, Variant
+from ..spec.variant import Launch, Variant
 from ..tune import records
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
@@ -50,28 +51,31 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
     return plan_routes(v, record.routes()), record.gpu.slug
 
 
+_NOTES = {"x": "rows aligned to the artifact's x_align bytes",
+          "freqs": "[max_pos, rope_dim]: (cos, sin) of pair j at columns 2j, 2j+1",
+          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "[num_pages, page_bytes], written in place"}
+
+
 def abi(v: Variant) -> dict[str, Any]:
-    """The exported symbols' calling convention: argument order, dtypes and shapes."""
-    lay = layout_of(v)
-    idx = ["int32", "int64"]
-    unused = "unused by this variant: pass an empty tensor"
-    args = [
-        {"name": "x", "dtype": TORCH_DTYPES[v.input_dtype], "shape": ["N", v.head_dim],
-         "note": "last dim contiguous; rows aligned to the manifest's x_align bytes"},
-        {"name": "weight", "dtype": TORCH_DTYPES[v.weight_dtype], "shape": [v.head_dim]} if v.norm != "none"
-        else {"name": "weight", "note": unused},
-        {"name": "bias", "dtype": TORCH_DTYPES[v.weight_dtype], "shape": [v.head_dim]} if v.norm_bias
-        else {"name": "bias", "note": unused},
-        {"name": "freqs", "dtype": "float32", "shape": ["max_pos", v.rope_dim],
-         "note": "(cos, sin) of pair j at columns 2j, 2j+1"} if v.rope_dim else {"name": "freqs", "note": unused},
-        {"name": "positions", "dtype": idx, "shape": ["N"]} if v.rope_dim else {"name": "positions", "note": unused},
-        {"name": "out_loc", "dtype": idx, "shape": ["N"], "note": "slot per row; < 0 or past the pool: skipped"},
-        {"name": "kvcache", "dtype": "uint8", "shape": ["num_pages", lay.page_bytes], "note": "written in place"},
-        {"name": "eps", "dtype": "float64", "shape": []},
-    ]
+    """The exported symbols' calling convention: argument order, dtypes and shapes (from the check table;
+    each artifact lists the table's checks, which its symbols apply in order before launching)."""
+    table = checks.table(resolve(v), layout_of(v), x_align=16)  # dtypes and shapes do not depend on x_align
+    args = []
+    for name in checks.ARGS:
+        first = next((c for c in table if c.arg == name and c.kind == "dtype_shape"), None)
+        if first is None:
+            args.append({"name": name, "note": "unused by this variant: pass an empty tensor"})
+            continue
+        arg: dict[str, Any] = {"name": name, "dtype": list(first.dtypes), "shape": list(first.shape)}
+        if name in _NOTES:
+            arg["note"] = _NOTES[name]
+        args.append(arg)
+    args.append({"name": "eps", "dtype": ["float64"], "shape": []})
     return {"symbol": v.name, "calling": "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as "
             "DLPack; runs on the tvm-ffi environment stream of x's device", "args": args, "returns": "none",
-            "config_symbol": f"{v.name}_config", "config_args": "the same, then config (int64) and pdl (bool)"}
+            "config_symbol": f"{v.name}_config", "config_args": "the same, then config (int64) and pdl (bool)",
+            "errors": "a refused argument raises ValueError '<variant>: <check message>, got <what was passed>'; "
+                      "nothing is launched"}
 
 
 def _plan_json(plan: LaunchPlan) -> dict[str, Any]:
@@ -104,7 +108,9 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
             shutil.copyfile(a.source, target / a.source.name)
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
-                                        "tuned_on": source, "x_align": x_align(v, plan), "dispatch": _plan_json(plan)}
+                                        "tuned_on": source, "x_align": x_align(v, plan), "dispatch": _plan_json(plan),
+                                        "checks": [c.message for c in checks.table(resolve(v), layout_of(v),
+                                                                                   x_align(v, plan))]}
     manifest = {"format": FORMAT, "kernelgen": __version__,
                 "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
                 "archs": list(archs), "variants": entries}

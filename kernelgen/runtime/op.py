@@ -11,13 +11,14 @@ from .. import knobs, resources
 from ..build import toolchain as tc
 from ..build.lifecycle import build, load_module
 from ..build.store import Artifact
+from ..codegen import checks
 from ..codegen.launch import LaunchPlan, default_plan, plan_routes, resolve
 from ..codegen.render import x_align
 from ..errors import LayoutMismatch
 from ..layout.layout import Layout
 from ..layout.pages import pages_of
 from ..spec.parse import load_spec
-from ..spec.variant import TORCH_DTYPES, Variant
+from ..spec.variant import Variant
 from ..tune import records
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
@@ -25,8 +26,6 @@ from ..tune.gpu import current as current_gpu
 if TYPE_CHECKING:
     import torch
 
-_INDEX_DTYPES = ("int32", "int64")
-PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
 log = logging.getLogger("kernelgen")
 
 
@@ -34,59 +33,77 @@ def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _describe(t: torch.Tensor) -> str:
-    return f"{_dtype_name(t)} {list(t.shape)} on {t.device}"
+def _ints(values: Any) -> str:
+    return "[" + ", ".join(str(int(s)) for s in values) + "]"
 
 
 class InputChecker:
-    """Every check the kernel relies on, done on tensor metadata before anything is launched."""
+    """The Python side of the variant's check table (codegen/checks.py): the exported symbol applies
+    the same checks in the same order, so a refusal reads the same from Python and from C++. Used to
+    explain a refusal of the symbol, on fake tensors (torch.compile), and per call in debug mode."""
 
     def __init__(self, v: Variant, layout: Layout, x_align: int) -> None:
+        self.v, self.layout = resolve(v), layout
+        self.checks = checks.table(self.v, layout, x_align)
+        self.used = tuple(a for a in checks.ARGS if any(c.arg == a for c in self.checks))
+
+    def fail(self, what: str) -> LayoutMismatch:
+        return LayoutMismatch(f"{self.v.name}: {what}")
+
+    def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
+              metadata_only: bool = False) -> None:
+        """Raise LayoutMismatch with the message of the first check that fails. With metadata_only
+        (torch.compile's fake tensors have no storage) addresses are not checked."""
         import torch
 
-        self.v, self.layout = resolve(v), layout
-        self.align = x_align
-        self.cache_align = layout.store_align
-        self.x_dtype = getattr(torch, TORCH_DTYPES[self.v.input_dtype])
-        self.w_dtype = getattr(torch, TORCH_DTYPES[self.v.weight_dtype])
-        self.index_dtypes = (torch.int32, torch.int64)
-        self.u8, self.f32 = torch.uint8, torch.float32
+        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache)))
+        for name in self.used:
+            if not isinstance(args[name], torch.Tensor):
+                raise self.fail(f"{name} must be a torch tensor, got {type(args[name]).__name__}")
+        failed = self.first_failure(x, weight, bias, freqs, positions, out_loc, kvcache, metadata_only)
+        if failed is not None:
+            raise LayoutMismatch(failed.text(self.v.name, self._got(failed, args[failed.arg])))
 
-    def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> None:
-        """Raise LayoutMismatch naming the first problem; the common all-good case takes the fast path."""
-        try:
-            if self.fast_ok(x, weight, bias, freqs, positions, out_loc, kvcache):
-                return
-        except (AttributeError, TypeError, IndexError):  # not tensors: the explanation says which
-            pass
-        self.explain(x, weight, bias, freqs, positions, out_loc, kvcache)
-        raise self.fail("inputs rejected by the fast check but no reason found; please report this")
+    def first_failure(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
+                      metadata_only: bool = False) -> checks.Check | None:
+        """The first check of the table that the tensors fail (None: all pass)."""
+        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache)))
+        for c in self.checks:
+            if not (metadata_only and c.kind == "aligned") and not self._holds(c, args[c.arg], x):
+                return c
+        return None
 
-    def fast_ok(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any) -> bool:
-        """The same conditions as explain(), as one cheap expression (serving calls this per step)."""
-        v, dev = self.v, x.device
-        n = x.shape[0]
-        ok = (dev.type == "cuda" and x.dtype is self.x_dtype and x.dim() == 2 and x.shape[1] == v.head_dim
-              and x.stride(1) == 1 and (n <= 1 or (x.stride(0) * v.elem_bytes) % self.align == 0)
-              and x.data_ptr() % self.align == 0
-              and self._index_ok(out_loc, n, dev)
-              and kvcache.dtype is self.u8 and kvcache.dim() == 2 and kvcache.shape[1] == self.layout.page_bytes
-              and (kvcache.stride(0) == self.layout.page_bytes or kvcache.shape[0] <= 1) and kvcache.stride(1) == 1
-              and kvcache.device == dev and kvcache.data_ptr() % self.cache_align == 0)
-        if ok and v.norm != "none":
-            ok = self._vector_ok(weight, self.w_dtype, dev) and (not v.norm_bias or self._vector_ok(bias, self.w_dtype, dev))
-        if ok and v.rope_dim:
-            ok = (freqs.dtype is self.f32 and freqs.dim() == 2 and freqs.shape[1] == v.rope_dim
-                  and freqs.device == dev and freqs.is_contiguous() and freqs.data_ptr() % PARAM_ALIGN == 0
-                  and self._index_ok(positions, n, dev))
-        return bool(ok)
+    explain = check  # the op calls it after the symbol refused, to say why in Python
 
-    def _index_ok(self, t: Any, n: int, dev: Any) -> bool:
-        return t.dtype in self.index_dtypes and t.dim() == 1 and t.shape[0] == n and t.device == dev and t.is_contiguous()
+    @staticmethod
+    def _holds(c: checks.Check, t: Any, x: Any) -> bool:
+        if c.kind == "dtype_shape":
+            return (_dtype_name(t) in c.dtypes and t.dim() == len(c.shape)
+                    and all(s == "*" or got == (x.shape[0] if s == "N" else s) for s, got in zip(c.shape, t.shape)))
+        if c.kind == "cuda":
+            return bool(t.device.type == "cuda")
+        if c.kind == "device":
+            return bool(t.device == x.device)
+        if c.kind == "contiguous":
+            return bool(t.is_contiguous())
+        if c.kind == "rows":
+            return t.stride(1) == 1 and (t.shape[0] <= 1 or t.stride(0) * t.element_size() % c.value == 0)
+        if c.kind == "aligned":
+            return t.data_ptr() % c.value == 0
+        if c.kind == "page_bytes":
+            return t.shape[1] == c.value
+        raise AssertionError(f"unknown check kind {c.kind}")
 
-    def _vector_ok(self, t: Any, dtype: Any, dev: Any) -> bool:
-        return (t.dtype is dtype and t.dim() == 1 and t.shape[0] == self.v.head_dim and t.device == dev
-                and t.is_contiguous() and t.data_ptr() % PARAM_ALIGN == 0)
+    @staticmethod
+    def _got(c: checks.Check, t: Any) -> str:
+        what = checks.GOT[c.kind]
+        if what == "description":
+            return f"{_dtype_name(t)} {_ints(t.shape)} on {t.device}"
+        if what == "strides":
+            return f"strides {_ints(t.stride())}"
+        if what == "address":
+            return f"an address {t.data_ptr() % c.value} bytes past a {c.value}-byte boundary"
+        return str(int(t.shape[1]))
 
     def no_duplicate_slots(self, out_loc: Any, num_pages: int) -> None:
         """Debug mode (KERNELGEN_DEBUG=1; syncs the device): two rows of one call must not share a slot,
@@ -96,64 +113,6 @@ class InputChecker:
         if bool((counts > 1).any()):
             raise self.fail(f"out_loc names slot {int(unique[counts > 1][0])} more than once in one call; "
                             "the rows' bytes could mix: pass distinct slots (checked because KERNELGEN_DEBUG=1)")
-
-    def fail(self, what: str) -> LayoutMismatch:
-        return LayoutMismatch(f"{self.v.name}: {what}")
-
-    def tensor(self, name: str, t: Any, dtypes: tuple[str, ...], shape: tuple[int | None, ...]) -> None:
-        import torch
-
-        want = f"{'/'.join(dtypes)} [{', '.join('N' if s is None else str(s) for s in shape)}]"
-        if not isinstance(t, torch.Tensor):
-            raise self.fail(f"{name} must be a torch tensor {want}, got {type(t).__name__}")
-        if _dtype_name(t) not in dtypes or t.dim() != len(shape) or any(
-                s is not None and s != got for s, got in zip(shape, t.shape)):
-            raise self.fail(f"{name} must be {want}, got {_describe(t)}")
-
-    def explain(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
-                metadata_only: bool = False) -> None:
-        """The slow path: find the first problem and raise a message that names it. With metadata_only
-        (torch.compile's fake tensors have no storage) addresses are not checked."""
-        v = self.v
-        self.tensor("x", x, (TORCH_DTYPES[v.input_dtype],), (None, v.head_dim))
-        n = x.shape[0]
-        misaligned = not metadata_only and x.data_ptr() % self.align
-        if x.stride(1) != 1 or (n > 1 and (x.stride(0) * v.elem_bytes) % self.align) or misaligned:
-            raise self.fail(f"x rows must be contiguous and {self.align}-byte aligned (stride {tuple(x.stride())})")
-        self.tensor("out_loc", out_loc, _INDEX_DTYPES, (n,))
-        named = [("x", x), ("out_loc", out_loc), ("kvcache", kvcache)]
-        if v.norm != "none":
-            self.tensor("weight", weight, (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
-            named.append(("weight", weight))
-        if v.norm_bias:
-            self.tensor("bias", bias, (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,))
-            named.append(("bias", bias))
-        if v.rope_dim:
-            self.tensor("freqs", freqs, ("float32",), (None, v.rope_dim))
-            self.tensor("positions", positions, _INDEX_DTYPES, (n,))
-            named += [("freqs", freqs), ("positions", positions)]
-        self.cache(kvcache, metadata_only)
-        for name, t in named:
-            if name != "x" and not t.is_contiguous():
-                raise self.fail(f"{name} must be contiguous")
-            if not metadata_only and name in ("weight", "bias", "freqs") and t.data_ptr() % PARAM_ALIGN:
-                raise self.fail(f"{name} must start at a {PARAM_ALIGN}-byte aligned address (a fresh tensor does)")
-            if t.device != x.device:
-                raise self.fail(f"{name} is on {t.device} but x is on {x.device}; put all tensors on one CUDA device")
-        if x.device.type != "cuda":
-            raise self.fail(f"tensors must be on a CUDA device, got {x.device}")
-
-    def cache(self, kvcache: Any, metadata_only: bool = False) -> None:
-        import torch
-
-        if not isinstance(kvcache, torch.Tensor):
-            raise self.fail(f"kvcache must be a torch tensor, got {type(kvcache).__name__}")
-        row_stride = kvcache.stride(0) if kvcache.dim() == 2 else None
-        self.layout.check_cache(tuple(kvcache.shape), _dtype_name(kvcache), row_stride)
-        if kvcache.dim() == 2 and kvcache.stride(1) != 1:
-            raise self.fail("kvcache must be contiguous")
-        if not metadata_only and kvcache.data_ptr() % self.cache_align:
-            raise self.fail(f"kvcache must start at a {self.cache_align}-byte aligned address")
 
 
 @lru_cache(maxsize=None)

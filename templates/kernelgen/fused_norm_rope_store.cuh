@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <string>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -374,10 +376,10 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int 
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk[c], kWarp), kE2m1Max);
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
-    uint32_t packed[1] = {0};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
+    float q[Cfg::kVec];
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) packed[0] |= e2m1(__fmul_rn(r.v[c][k], inv_scale)) << (4 * k);
-    packed[0] = nan_row ? 0u : packed[0];
+    for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fmul_rn(r.v[c][k], inv_scale);
+    uint32_t packed[1] = {nan_row ? 0u : e2m1_pack(q)};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
     const int dim = r.first(c);
     if (!write) continue;
     store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
@@ -482,92 +484,64 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
 }
 
 // ---- host entry --------------------------------------------------------------------------
+//
+// The argument checks are generated per variant from one table (kernelgen/codegen/checks.py),
+// which the Python op also interprets: both refuse the same tensors with the same words. These
+// are the pieces the generated checks use; the descriptions use torch's names for dtypes and devices.
 
-inline bool is_int_index(DLDataType t) { return t.code == kDLInt && (t.bits == 32 || t.bits == 64) && t.lanes == 1; }
-
-inline bool aligned(const tvm::ffi::TensorView& t, int bytes) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0;
-}
-
-// The DLPack type of a float element type: bf16 and fp16 have the same width but not the same code.
-template <typename T> struct DlFloat;
-template <> struct DlFloat<float> { static constexpr uint8_t kCode = kDLFloat; };
-template <> struct DlFloat<__half> { static constexpr uint8_t kCode = kDLFloat; };
-template <> struct DlFloat<__nv_bfloat16> { static constexpr uint8_t kCode = kDLBfloat; };
-
-template <typename T>
-inline bool is_float_of(DLDataType t) {
-  return t.code == DlFloat<T>::kCode && t.bits == 8 * sizeof(T) && t.lanes == 1;
-}
-
-inline bool is_vector(const tvm::ffi::TensorView& t, int64_t n) {
-  return t.ndim() == 1 && t.size(0) == n && t.IsContiguous() && aligned(t, 16);
+inline bool has_dtype(const tvm::ffi::TensorView& t, int code, int bits) {
+  return t.dtype().code == code && t.dtype().bits == bits && t.dtype().lanes == 1;
 }
 
 inline bool same_device(const tvm::ffi::TensorView& t, const tvm::ffi::TensorView& x) {
   return t.device().device_type == x.device().device_type && t.device().device_id == x.device().device_id;
 }
 
-// Everything a caller of the exported symbol could get wrong is checked here, before the launch:
-// dtype kind and width, shape, contiguity, alignment, page bytes and the device of every tensor.
-// The Python op calls straight into this and, only when it throws, explains the problem in its
-// own (fuller) words, so the per-call host cost is one check, not two.
-template <class Cfg>
-void check_args(const tvm::ffi::TensorView& x, const tvm::ffi::TensorView& weight, const tvm::ffi::TensorView& bias,
-                const tvm::ffi::TensorView& freqs, const tvm::ffi::TensorView& positions,
-                const tvm::ffi::TensorView& out_loc, const tvm::ffi::TensorView& cache) {
-  TVM_FFI_CHECK(x.ndim() == 2 && x.size(1) == Cfg::kHeadDim && is_float_of<typename Cfg::In>(x.dtype()), ValueError)
-      << Cfg::kName << ": x must be [num_tokens, " << Cfg::kHeadDim << "] of the variant's input dtype ("
-      << 8 * Cfg::kInBytes << "-bit " << (DlFloat<typename Cfg::In>::kCode == kDLBfloat ? "bfloat" : "float") << ")";
-  TVM_FFI_CHECK(x.device().device_type == kDLCUDA, ValueError) << Cfg::kName << ": x must be a CUDA tensor";
-  TVM_FFI_CHECK(x.strides()[1] == 1 && aligned(x, Cfg::kXAlign) &&
-                    (x.size(0) <= 1 || x.strides()[0] * Cfg::kInBytes % Cfg::kXAlign == 0),
-                ValueError)
-      << Cfg::kName << ": x rows must be contiguous and " << Cfg::kXAlign << "-byte aligned";
-  TVM_FFI_CHECK(cache.ndim() == 2 && cache.size(1) == Cfg::kPageBytes, ValueError)
-      << "kvcache rows are " << (cache.ndim() == 2 ? cache.size(1) : -1) << " bytes but " << Cfg::kName
-      << " writes " << Cfg::kPageBytes << "-byte pages";
-  TVM_FFI_CHECK(cache.dtype().code == kDLUInt && cache.dtype().bits == 8 && cache.IsContiguous() &&
-                    aligned(cache, Cfg::kStoreAlign),
-                ValueError)
-      << Cfg::kName << ": kvcache must be a contiguous, " << Cfg::kStoreAlign << "-byte aligned uint8 tensor";
-  TVM_FFI_CHECK(same_device(cache, x) && same_device(out_loc, x), ValueError)
-      << Cfg::kName << ": kvcache and out_loc must be on x's device";
-  TVM_FFI_CHECK(is_int_index(out_loc.dtype()) && out_loc.ndim() == 1 && out_loc.size(0) == x.size(0) &&
-                    out_loc.IsContiguous(),
-                ValueError)
-      << Cfg::kName << ": out_loc must be int32/int64 [num_tokens]";
-  if (Cfg::kNorm != Norm::kNone) {
-    TVM_FFI_CHECK(is_vector(weight, Cfg::kHeadDim) && is_float_of<typename Cfg::Weight>(weight.dtype()) &&
-                      same_device(weight, x),
-                  ValueError)
-        << Cfg::kName << ": weight must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim
-        << "] vector of the variant's weight dtype on x's device";
+inline int64_t address_offset(const tvm::ffi::TensorView& t, int bytes) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes);
+}
+
+inline std::string dtype_name(DLDataType t) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && (t.bits == 16 || t.bits == 32 || t.bits == 64)) return "float" + std::to_string(t.bits);
+    if (t.code == kDLBfloat && t.bits == 16) return "bfloat16";
+    if (t.code == kDLInt && (t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64)) return "int" + std::to_string(t.bits);
+    if (t.code == kDLUInt && t.bits == 8) return "uint8";
+    if (t.code == kDLBool) return "bool";
   }
-  if (Cfg::kNormBias) {
-    TVM_FFI_CHECK(is_vector(bias, Cfg::kHeadDim) && is_float_of<typename Cfg::Weight>(bias.dtype()) &&
-                      same_device(bias, x),
-                  ValueError)
-        << Cfg::kName << ": bias must be a contiguous, 16-byte aligned [" << Cfg::kHeadDim
-        << "] vector of the variant's weight dtype on x's device";
-  }
-  if (Cfg::kRopeDim > 0) {
-    TVM_FFI_CHECK(freqs.ndim() == 2 && freqs.size(1) == Cfg::kRopeDim && freqs.dtype().code == kDLFloat &&
-                      freqs.dtype().bits == 32 && freqs.IsContiguous() && aligned(freqs, 16) && same_device(freqs, x),
-                  ValueError)
-        << Cfg::kName << ": freqs must be a contiguous float32 [max_pos, " << Cfg::kRopeDim << "] tensor";
-    TVM_FFI_CHECK(is_int_index(positions.dtype()) && positions.ndim() == 1 && positions.size(0) == x.size(0) &&
-                      positions.IsContiguous() && same_device(positions, x),
-                  ValueError)
-        << Cfg::kName << ": positions must be int32/int64 [num_tokens]";
-  }
+  return "dlpack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
+         std::to_string(t.lanes) + " lanes)";
+}
+
+inline std::string int_list(const int64_t* v, int n) {
+  std::string out = "[";
+  for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// "float32 [4, 128] on cuda:0", as Python prints a torch tensor's dtype, shape and device.
+inline std::string describe(const tvm::ffi::TensorView& t) {
+  const DLDevice d = t.device();
+  const std::string device = d.device_type == kDLCUDA ? "cuda:" + std::to_string(d.device_id)
+                             : d.device_type == kDLCPU ? std::string("cpu")
+                                                       : "dlpack device " + std::to_string(d.device_type) + ":" +
+                                                             std::to_string(d.device_id);
+  return dtype_name(t.dtype()) + " " + int_list(t.shape().data(), t.ndim()) + " on " + device;
+}
+
+inline std::string describe_strides(const tvm::ffi::TensorView& t) {
+  return "strides " + int_list(t.strides().data(), t.ndim());
+}
+
+inline std::string describe_address(const tvm::ffi::TensorView& t, int bytes) {
+  return "an address " + std::to_string(address_offset(t, bytes)) + " bytes past a " + std::to_string(bytes) +
+         "-byte boundary";
 }
 
 template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
-         tvm::ffi::TensorView cache, double eps, bool pdl) {
-  check_args<Cfg>(x, weight, bias, freqs, positions, out_loc, cache);
+         tvm::ffi::TensorView cache, double eps, bool pdl) {  // arguments already checked
   const int64_t num_tokens = x.size(0);
   if (num_tokens == 0) return;
   Params p{};

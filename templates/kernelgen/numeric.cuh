@@ -130,15 +130,38 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax, float qmax) {
   return ceil_log2(__fdiv_rn(fmaxf(amax, kAmaxFloor), qmax));
 }
 
-// e2m1 code: magnitude index by the thresholds of docs/layouts.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5;
-// strictly above rounds up), sign in bit 3 for negative inputs. Up to 2 the thresholds are
-// 0.5 apart, so the index there is ceil(2a - 0.5), computed exactly (one FMA, one rounding-up
-// convert); the three wider steps above 2 are counted with compares.
-__device__ __forceinline__ uint32_t e2m1(float q) {
-  const float a = fabsf(q);
-  const int low = min(__float2int_ru(__fmaf_rn(2.f, a, -0.5f)), 4);
-  const int mag = low + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
-  return static_cast<uint32_t>(mag) | (signbit(q) ? 8u : 0u);
+// e2m1 codes of q[0..N), packed as nibbles (element k in bits 4k..4k+3, low nibble first).
+// Magnitude index by the thresholds of docs/layouts.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5; strictly
+// above rounds up), saturating at 6; sign in bit 3 from the sign bit (as signbit(q)).
+// From 1 up the e2m1 magnitudes are the floats with one mantissa bit, so the index is the float's
+// bits rounded to one mantissa bit with ties down: add just under half a step, shift (no compares,
+// no float-to-int convert). Below 1 the magnitudes are 0.5 apart: a/2 + 1/2, rounded up (so a value
+// just past a threshold stays past it), maps them onto [0.5, 1] where the same rounding gives the
+// index; the max picks that branch exactly when a < 1. Checked against the thresholds for every
+// float near each threshold and a stride over [0, 16), both signs.
+constexpr uint32_t kE2m1Bias = 0x1FFFFFu - 0x3F000000u;  // (bits + bias) >> 22: 0.5 -> 0, 1.0 -> 2, 2 -> 4, 6 -> 7
+
+template <int kShift>
+__device__ __forceinline__ uint32_t shift_right(uint32_t v) {  // a negative kShift shifts left
+  if constexpr (kShift >= 0) return v >> kShift; else return v << -kShift;
+}
+
+template <int K>
+__device__ __forceinline__ uint32_t e2m1_nibble(float q) {
+  const float a = fminf(fabsf(q), kE2m1Max);
+  const float b = fmaxf(a, __fmaf_ru(a, 0.5f, 0.5f));
+  const uint32_t index = __float_as_uint(b) + kE2m1Bias;  // magnitude index in bits 22..24, zeros above
+  return (shift_right<22 - 4 * K>(index) & (7u << (4 * K))) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
+}
+
+template <int N, int K = 0>
+__device__ __forceinline__ uint32_t e2m1_pack(const float (&q)[N]) {
+  static_assert(N <= 8, "at most 8 nibbles per word");
+  if constexpr (K == N) {
+    return 0u;
+  } else {
+    return e2m1_nibble<K>(q[K]) | e2m1_pack<N, K + 1>(q);
+  }
 }
 
 }  // namespace kernelgen

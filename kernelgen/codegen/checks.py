@@ -1,0 +1,153 @@
+"""The argument checks of a variant's exported symbol, as one table.
+
+The table is rendered into the C++ entry points (the symbol refuses bad tensors before it launches,
+also when called from C++ with no Python around) and interpreted by the Python op (which explains
+a refusal, and checks fake tensors under torch.compile). Both walk the same checks in the same
+order and say the same words: `<variant>: <message>, got <what was passed>`.
+
+Pure: no torch, no files. The Python interpreter of the table is runtime/op.py's InputChecker."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..layout.layout import Layout
+from ..spec.variant import TORCH_DTYPES, Variant
+
+ARGS = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")  # the symbol's tensor arguments
+PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
+INDEX_DTYPES = ("int32", "int64")
+
+# What the message's "got" part shows, per kind of check (the same in both languages).
+GOT = {
+    "dtype_shape": "description",  # "float32 [4, 128] on cuda:0"
+    "cuda": "description",
+    "device": "description",
+    "rows": "strides",  # "strides [256, 1]"
+    "contiguous": "strides",
+    "aligned": "address",  # "an address 4 bytes past a 16-byte boundary"
+    "page_bytes": "row_bytes",  # the size of dim 1, inside the message
+}
+
+# DLPack (type code, bits) of each dtype name the checks use; C++ tests `dtype.code` and `dtype.bits`.
+DLPACK = {"float32": ("kDLFloat", 32), "float16": ("kDLFloat", 16), "bfloat16": ("kDLBfloat", 16),
+          "int32": ("kDLInt", 32), "int64": ("kDLInt", 64), "uint8": ("kDLUInt", 8)}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One condition on one argument. shape entries: an int (that size), "N" (x's row count), "*" (any)."""
+
+    arg: str
+    kind: str  # a key of GOT
+    message: str  # what must hold; "{got}" marks where the passed value goes, else ", got ..." follows
+    dtypes: tuple[str, ...] = ()  # dtype_shape: accepted torch dtype names
+    shape: tuple[int | str, ...] = ()  # dtype_shape
+    value: int = 0  # rows / aligned: bytes of alignment; page_bytes: bytes per page
+
+    def text(self, variant: str, got: str) -> str:
+        """The whole message, as both languages produce it."""
+        body = self.message.replace("{got}", got) if "{got}" in self.message else f"{self.message}, got {got}"
+        return f"{variant}: {body}"
+
+
+def _want(dtypes: tuple[str, ...], shape: tuple[int | str, ...]) -> str:
+    dims = ", ".join("N" if s == "N" else ("*" if s == "*" else str(s)) for s in shape)
+    return f"{'/'.join(dtypes)} [{dims}]"
+
+
+def _tensor(arg: str, dtypes: tuple[str, ...], shape: tuple[int | str, ...], align: int = 0,
+            rows: int = 0) -> list[Check]:
+    """dtype and shape, then contiguity (or row contiguity), device and alignment checks of one argument."""
+    out = [Check(arg, "dtype_shape", f"{arg} must be {_want(dtypes, shape)}", dtypes, shape)]
+    if arg == "x":
+        out.append(Check(arg, "rows", f"x rows must be contiguous, each starting {rows}-byte aligned "
+                                      f"(row stride a multiple of {rows} bytes)", value=rows))
+    else:
+        out.append(Check(arg, "contiguous", f"{arg} must be contiguous"))
+        out.append(Check(arg, "device", f"{arg} must be on x's device"))
+    if align:
+        out.append(Check(arg, "aligned", f"{arg} must start at a {align}-byte aligned address (a fresh tensor does)",
+                         value=align))
+    return out
+
+
+def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
+    """The checks of variant v's symbol, in the order both languages apply them (the first failure is reported).
+
+    v must be resolved; x_align is the x alignment every compiled configuration accepts."""
+    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.head_dim), x_align, rows=x_align)
+    checks += _tensor("out_loc", INDEX_DTYPES, ("N",))
+    if v.norm != "none":
+        checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)
+    if v.norm_bias:
+        checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)
+    if v.rope_dim:
+        checks += _tensor("freqs", ("float32",), ("*", v.rope_dim), PARAM_ALIGN)
+        checks += _tensor("positions", INDEX_DTYPES, ("N",))
+    page = layout.page_bytes
+    cache = [Check("kvcache", "dtype_shape", f"kvcache must be a 2-D uint8 tensor [num_pages, {page}] "
+                                             "(allocate it with op.layout.allocate(num_pages))",
+                   ("uint8",), ("*", "*")),
+             Check("kvcache", "page_bytes", f"kvcache rows are {{got}} bytes but {v.name} writes {page}-byte pages "
+                                            f"({layout.describe()}); allocate the pool with this variant's layout or "
+                                            "pick the variant matching the pool", value=page)]
+    cache += _tensor("kvcache", ("uint8",), ("*", page), layout.store_align)[1:]
+    # last, so a CPU caller (a test, a dry run) first hears about shapes, dtypes and layouts
+    device = [Check("x", "cuda", "x must be on a CUDA device")]
+    return tuple(checks + cache + device)
+
+
+# ---- C++ -----------------------------------------------------------------------------------------
+
+def _cpp_dims(c: Check) -> list[str]:
+    t = c.arg
+    out = [f"{t}.ndim() == {len(c.shape)}"]
+    for i, s in enumerate(c.shape):
+        if s == "N":
+            if t != "x":
+                out.append(f"{t}.size({i}) == x.size(0)")
+        elif s != "*":
+            out.append(f"{t}.size({i}) == {s}")
+    return out
+
+
+def cpp_condition(c: Check, elem_bytes: int) -> str:
+    """The C++ expression (over tvm::ffi::TensorView arguments) that holds when the check passes."""
+    t = c.arg
+    if c.kind == "dtype_shape":
+        kinds = " || ".join(f"kernelgen::has_dtype({t}, {DLPACK[d][0]}, {DLPACK[d][1]})" for d in c.dtypes)
+        return " && ".join([f"({kinds})", *_cpp_dims(c)])
+    if c.kind == "cuda":
+        return f"{t}.device().device_type == kDLCUDA"
+    if c.kind == "device":
+        return f"kernelgen::same_device({t}, x)"
+    if c.kind == "contiguous":
+        return f"{t}.IsContiguous()"
+    if c.kind == "rows":
+        return f"{t}.strides()[1] == 1 && ({t}.size(0) <= 1 || {t}.strides()[0] * {elem_bytes} % {c.value} == 0)"
+    if c.kind == "aligned":
+        return f"kernelgen::address_offset({t}, {c.value}) == 0"
+    if c.kind == "page_bytes":
+        return f"{t}.size(1) == {c.value}"
+    raise ValueError(f"unknown check kind '{c.kind}'")
+
+
+def _cpp_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def cpp_message(c: Check, variant: str) -> str:
+    """The C++ stream operands that print the check's message (the same text as Check.text)."""
+    got = {"description": f"kernelgen::describe({c.arg})", "strides": f"kernelgen::describe_strides({c.arg})",
+           "address": f"kernelgen::describe_address({c.arg}, {c.value})", "row_bytes": f"{c.arg}.size(1)"}[GOT[c.kind]]
+    before, sep, after = c.message.partition("{got}")
+    if not sep:
+        before, after = f"{c.message}, got ", ""
+    parts = [_cpp_string(f"{variant}: {before}"), got] + ([_cpp_string(after)] if after else [])
+    return " << ".join(parts)
+
+
+def cpp_checks(v: Variant, layout: Layout, x_align: int) -> list[dict[str, str]]:
+    """Template context: each check as a C++ condition and message (see templates' check function)."""
+    return [{"arg": c.arg, "condition": cpp_condition(c, v.elem_bytes), "message": cpp_message(c, v.name)}
+            for c in table(v, layout, x_align)]
