@@ -16,7 +16,7 @@ for phase in "$@"; do
   case $phase in
     test)
       python3 -m pytest -q -m gpu -rs 2>&1 | tee "$RES/pytest_gpu.log" | tail -15
-      grep -q " failed" "$RES/pytest_gpu.log" && { echo "GPU tests failed: stopping before tuning"; break; } ;;
+      grep -q " failed" "$RES/pytest_gpu.log" && { echo "GPU tests failed: stopping"; tar -C "$RES" -czf "$OUT/results.tgz" .; break; } ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --kernel-name kns=fused_norm_rope_store --error-exitcode 9 \

@@ -143,6 +143,11 @@ class Op:
     def __repr__(self) -> str:
         return f"Op({self.variant.name}, {self.layout.describe()}, {self.plan.describe()}, {self.artifact.library})"
 
+    def variant_for(self, num_tokens: int) -> Variant:
+        """The variant with the launch configuration a call of num_tokens rows runs. The reference
+        replays that configuration's reduction order, so compare a call's bytes against this one."""
+        return self.variant.with_launch(replace(self.plan.pick(num_tokens)[0], pdl=False))
+
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
                  eps: float = 1e-6, bias: torch.Tensor | None = None) -> None:
