@@ -58,3 +58,20 @@ def test_reference_rows_equal_textbook_math(v: Variant) -> None:
     want = textbook(v, x, w, b, freqs, pos, 1e-6)
     assert got.dtype == torch.float32
     assert float((got.double() - want).norm() / want.norm()) < 2e-6
+
+
+@pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_mainkv_fp8mla_p64"])
+def test_unmasked_store_for_benchmarks_writes_the_same_bytes(name: str) -> None:
+    """The benchmark baseline's store (every row valid, no mask: one compiled graph) equals the general one,
+    NaN rows included (a select, not a branch)."""
+    from kernelgen.measure.inputs import workload_inputs
+    from kernelgen.spec.parse import load_spec
+
+    v = load_spec(name.rsplit("_", 2)[0]).variant(name)
+    inputs = workload_inputs(v, 48, "decode", device="cpu")
+    inputs["x"][3, 5] = float("nan")
+    args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc")]
+    general, unmasked = inputs["kvcache"].clone(), inputs["kvcache"].clone()
+    reference.store(v, *args, general, 1e-6, inputs["bias"])
+    reference.store(v, *args, unmasked, 1e-6, inputs["bias"], all_valid=True)
+    assert torch.equal(general, unmasked) and not torch.equal(general, inputs["kvcache"])

@@ -92,7 +92,9 @@ def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float) -> torch.Ten
 def _bytes(t: torch.Tensor) -> torch.Tensor:
     import torch
 
-    return t.contiguous().view(torch.uint8).reshape(t.shape[0], -1)
+    # flattened first: a [N, 1] tensor may carry any stride on its size-1 dim (inductor keeps N there),
+    # and a dtype view needs a unit last stride
+    return t.contiguous().reshape(-1).view(torch.uint8).reshape(t.shape[0], -1)
 
 
 # Rows that are not all finite are stored as canonical NaNs, the same bytes the kernels write.
@@ -107,11 +109,10 @@ def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) ->
     if round_through_bf16:
         y = bf16_round(y)
     fields = _encode_finite(layout, torch.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0))
-    bad = ~torch.isfinite(y).all(dim=-1)
-    if bool(bad.any()):
-        for f in layout.fields:
-            pattern = torch.tensor(list(NAN_BYTES[f.encoding]), dtype=torch.uint8, device=y.device)
-            fields[f.name][bad] = pattern.repeat(f.size // pattern.numel())
+    bad = ~torch.isfinite(y).all(dim=-1, keepdim=True)  # a select, not a branch: no host sync, one graph
+    for f in layout.fields:
+        pattern = torch.tensor(list(NAN_BYTES[f.encoding]), dtype=torch.uint8, device=y.device)
+        fields[f.name] = torch.where(bad, pattern.repeat(f.size // pattern.numel()), fields[f.name])
     return fields
 
 

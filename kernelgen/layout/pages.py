@@ -61,9 +61,14 @@ def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> d
     return {f.name: torch.where(valid[:, None], cache[page[:, None], slot_columns(f, off)], 0) for f in layout.fields}
 
 
-def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
-    """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot."""
+def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fields: dict[str, torch.Tensor],
+                 all_valid: bool = False) -> None:
+    """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot. With
+    all_valid the caller guarantees every slot is valid: no mask, so no data-dependent shape (one
+    torch.compile graph, no host sync)."""
     valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
-    page, off = page[valid], off[valid]
+    if not all_valid:
+        page, off = page[valid], off[valid]
     for f in layout.fields:
-        cache[page[:, None], slot_columns(f, off)] = fields[f.name][valid.to(fields[f.name].device)].to(cache.device)
+        data = fields[f.name] if all_valid else fields[f.name][valid.to(fields[f.name].device)]
+        cache[page[:, None], slot_columns(f, off)] = data.to(cache.device)

@@ -116,13 +116,17 @@ def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | No
 
 def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
           positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
-          bias: torch.Tensor | None = None) -> None:
-    """What the kernel does, into kvcache in place."""
+          bias: torch.Tensor | None = None, all_valid: bool = False) -> None:
+    """What the kernel does, into kvcache in place. all_valid: the caller guarantees every row is
+    written (valid slot, position inside freqs), so no row mask is built (see pages.write_fields)."""
     import torch
 
     layout: Layout = layout_of(v)
     y = rows(v, x, weight, freqs, positions, eps, bias)
     fields = codec.encode(layout, y, v.round_through_bf16)
     max_pos = freqs.shape[0] if freqs is not None else 0
-    keep = written_rows(v, out_loc, positions, kvcache.shape[0] * v.page_size, max_pos)
-    write_fields(layout, kvcache, torch.where(keep, out_loc.long(), -1), fields)
+    if all_valid:
+        write_fields(layout, kvcache, out_loc.long(), fields, all_valid=True)
+    else:
+        keep = written_rows(v, out_loc, positions, kvcache.shape[0] * v.page_size, max_pos)
+        write_fields(layout, kvcache, torch.where(keep, out_loc.long(), -1), fields)
