@@ -36,7 +36,7 @@ for phase in "$@"; do
             > "$RES/bench_${spec}_$w.log" 2>&1
         done
       done
-      python3 -m kernelgen bench dsv4_indexer --variants dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64 --workload prefill \
+      python3 -m kernelgen bench dsv4_indexer --variants dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 --workload prefill \
         --tokens 1,128,4096,262144 --baselines eager,compile --json "$RES/bench_baselines.json" \
         --plot "$RES/bench_baselines.png" > "$RES/bench_baselines.log" 2>&1
       tail -25 "$RES/bench_baselines.log" ;;
