@@ -111,25 +111,25 @@ def _cpp_dims(c: Check) -> list[str]:
     return out
 
 
+# C++ conditions per kind: {t} the argument, {v} the check's value, {e} x's element bytes.
+_CPP = {
+    "cuda": "{t}.device().device_type == kDLCUDA",
+    "device": "kernelgen::same_device({t}, x)",
+    "contiguous": "{t}.IsContiguous()",
+    "rows": "{t}.strides()[1] == 1 && ({t}.size(0) <= 1 || {t}.strides()[0] * {e} % {v} == 0)",
+    "aligned": "kernelgen::address_offset({t}, {v}) == 0",
+    "page_bytes": "{t}.size(1) == {v}",
+}
+
+
 def cpp_condition(c: Check, elem_bytes: int) -> str:
     """The C++ expression (over tvm::ffi::TensorView arguments) that holds when the check passes."""
-    t = c.arg
     if c.kind == "dtype_shape":
-        kinds = " || ".join(f"kernelgen::has_dtype({t}, {DLPACK[d][0]}, {DLPACK[d][1]})" for d in c.dtypes)
+        kinds = " || ".join(f"kernelgen::has_dtype({c.arg}, {DLPACK[d][0]}, {DLPACK[d][1]})" for d in c.dtypes)
         return " && ".join([f"({kinds})", *_cpp_dims(c)])
-    if c.kind == "cuda":
-        return f"{t}.device().device_type == kDLCUDA"
-    if c.kind == "device":
-        return f"kernelgen::same_device({t}, x)"
-    if c.kind == "contiguous":
-        return f"{t}.IsContiguous()"
-    if c.kind == "rows":
-        return f"{t}.strides()[1] == 1 && ({t}.size(0) <= 1 || {t}.strides()[0] * {elem_bytes} % {c.value} == 0)"
-    if c.kind == "aligned":
-        return f"kernelgen::address_offset({t}, {c.value}) == 0"
-    if c.kind == "page_bytes":
-        return f"{t}.size(1) == {c.value}"
-    raise ValueError(f"unknown check kind '{c.kind}'")
+    if c.kind not in _CPP:
+        raise ValueError(f"unknown check kind '{c.kind}'")
+    return _CPP[c.kind].format(t=c.arg, v=c.value, e=elem_bytes)
 
 
 def _cpp_string(text: str) -> str:
