@@ -26,7 +26,7 @@ def _rendered_messages(source: str, name: str) -> list[tuple[str, str]]:
     """(condition, message with the got-expression replaced by GOT) of each check in the generated function."""
     body = source.split(f"void {name}_check(")[1].split("\n}\n")[0] + "\n"
     out = []
-    for cond, stream in re.findall(r"TVM_FFI_CHECK\((.*?), ValueError\)\n\s+<< (.*?);\n", body, re.S):
+    for cond, stream in re.findall(r"TVM_FFI_CHECK\((.*?), ValueError\)\n\s+<< (.*?);\n", body, re.DOTALL):
         parts = [p.strip() for p in stream.split(" << ")]
         text = "".join(bytes(p[1:-1], "utf-8").decode("unicode_escape") if p.startswith('"') else GOT for p in parts)
         out.append((cond, text))
@@ -66,7 +66,6 @@ def test_python_applies_the_first_failing_check_and_every_check_can_fail() -> No
     with FakeTensorMode():
         good = _fake_good()
         checker.check(*good, metadata_only=True)
-        x, w, b, f, p, loc, cache = good
         def t(shape: tuple[int, ...], dtype: torch.dtype = torch.float32, strides: tuple[int, ...] | None = None,
               device: str = "cuda") -> torch.Tensor:  # views of fake CUDA tensors need CUDA torch: build them
             return torch.empty_strided(shape, strides or torch.empty(shape, device="meta").stride(), dtype=dtype,
