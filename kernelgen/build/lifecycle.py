@@ -33,6 +33,7 @@ from .store import (
     kernels_dir,
     locked,
     publish,
+    published_problem,
     staging_prefix,
 )
 from .toolchain import Toolchain
@@ -130,7 +131,9 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     if missing:
         locks = [root / "locks" / f"{a.directory.name}.lock" for _, a in missing]
         with locked(locks):
-            todo = [(p, a) for p, a in missing if not is_published(a)]
+            # re-checked under the lock (another process may have built it meanwhile); quietly: a
+            # corrupt artifact was already reported by the check above
+            todo = [(p, a) for p, a in missing if published_problem(a) is not None]
             if todo:
                 _build_locked(todo, toolchain, archs, root, jobs, progress, portable)
     return artifacts
