@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..build import toolchain as tc
-from ..build.lifecycle import build
+from ..build.lifecycle import artifact_for, build
+from ..build.lifecycle import plan as plan_builds
 from ..build.store import Artifact, is_published, kernels_dir
 from ..codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes, resolve
 from ..errors import BuildError, TuningError
@@ -53,8 +54,6 @@ def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], 
             build([v] * len(singles), toolchain, archs, cache_dir, jobs, launch_plans=singles)
         except BuildError:
             pass
-        from ..build.lifecycle import artifact_for
-        from ..build.lifecycle import plan as plan_builds
         planned = plan_builds([v] * len(singles), toolchain, archs, singles)
         bad = {p.launch_plan.configs[0] for p in planned if not is_published(artifact_for(p, kernels_dir(cache_dir)))}
         for c in cands:
