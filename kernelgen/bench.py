@@ -126,7 +126,8 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"],
                                   inputs["kvcache"].shape[0] * v.page_size,
                                   inputs["freqs"].shape[0] if inputs["freqs"] is not None else 0)
-    assert bool(keep.all()), "benchmark inputs must write every row"
+    if not bool(keep.all()):
+        raise ValueError(f"{v.name}: benchmark inputs must write every row (the baseline store has no row mask)")
 
     def run() -> None:
         reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],

@@ -26,7 +26,7 @@ def _rendered_messages(source: str, name: str) -> list[tuple[str, str]]:
     """(condition, message with the got-expression replaced by GOT) of each check in the generated function."""
     body = source.split(f"void {name}_check(")[1].split("\n}\n")[0] + "\n"
     out = []
-    for cond, stream in re.findall(r"TVM_FFI_CHECK\((.*?), ValueError\)\n\s+<< (.*?);\n", body, re.DOTALL):
+    for cond, stream in re.findall(r"  if \(!\((.*?)\)\)\n\s+TVM_FFI_THROW\(ValueError\) << (.*?);\n", body, re.DOTALL):
         parts = [p.strip() for p in stream.split(" << ")]
         text = "".join(bytes(p[1:-1], "utf-8").decode("unicode_escape") if p.startswith('"') else GOT for p in parts)
         out.append((cond, text))

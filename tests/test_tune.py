@@ -193,9 +193,26 @@ def test_launch_ids_round_trip() -> None:
     assert isinstance(Outcome(), Outcome)
 
 
+def test_a_record_moves_to_another_template_only_with_its_chosen_instances_proven(tmp_path: Path) -> None:
+    fast, slow, other = Launch(32, 2, 4, False, True), Launch(8, 8, 8), Launch(16, 4, 8)
+    old = _record(H200, {fast.id: {1: 1.0}, replace(fast, pdl=False).id: {1: 1.2}, slow.id: {1: 3.0},
+                         other.id: {1: 2.0}}, [(ALL_TOKENS, fast.id)], template="0" * 16)
+    old = replace(old, failures={Launch(4, 16, 8).id: "wrong: 1 code differs"})
+    proven = {records.instance_id(fast.id), slow.id}
+    moved = records.rekeyed(old, records.template_hash(), proven, "sm_90a SASS identical")
+    assert set(moved.timings) == {fast.id, replace(fast, pdl=False).id, slow.id}  # PDL is not code: both kept
+    assert moved.failures == {} and moved.choice == old.choice and moved.template == records.template_hash()
+    assert moved.method["rekeyed"] == {"from_template": "0" * 16, "proof": "sm_90a SASS identical"}
+    records.write(tmp_path, moved)
+    assert records.lookup([tmp_path], H200, V) is not None
+    with pytest.raises(ValueError, match="not among the proven"):
+        records.rekeyed(old, records.template_hash(), {slow.id}, "proof")
+
+
 def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() -> None:
-    """After a kernel change the shipped records are stale (another template): re-tune on an H200 with
-    `kernelgen tune SPEC --out cache` for each shipped spec."""
+    """After a template change the shipped records are stale (another template): re-tune on an H200 with
+    `kernelgen tune SPEC --out cache` for each shipped spec, or, where the kernels' code did not change,
+    carry the records over with `tools/rekey_records.py` (it proves that from the SASS)."""
     from kernelgen.spec.parse import shipped_variants
 
     missing = [v.name for v in shipped_variants() if tuned_plan(v, H200)[1] == "defaults"]

@@ -3,7 +3,8 @@
 The table is rendered into the C++ entry points (the symbol refuses bad tensors before it launches,
 also when called from C++ with no Python around) and interpreted by the Python op (which explains
 a refusal, and checks fake tensors under torch.compile). Both walk the same checks in the same
-order and say the same words: `<variant>: <message>, got <what was passed>`.
+order and say the same words: `<variant>: <message>, got <what was passed>`. The dtype names in
+those words come from one table too (DTYPE_NAMES: DLPack code and bits -> torch's name).
 
 Pure: no torch, no files. The Python interpreter of the table is runtime/op.py's InputChecker."""
 from __future__ import annotations
@@ -17,7 +18,19 @@ ARGS = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")  # th
 PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
 INDEX_DTYPES = ("int32", "int64")
 
-# What the message's "got" part shows, per kind of check (the same in both languages).
+# torch's dtype names by DLPack (type code, bits): the C++ symbol names a passed dtype from this table
+# (rendered into it), so its words match Python's for every dtype torch can hand over through DLPack.
+DTYPE_NAMES = {
+    (0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+    (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+    (2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (4, 16): "bfloat16",
+    (5, 64): "complex64", (5, 128): "complex128", (6, 8): "bool",
+    (10, 8): "float8_e4m3fn", (11, 8): "float8_e4m3fnuz", (12, 8): "float8_e5m2", (13, 8): "float8_e5m2fnuz",
+    (14, 8): "float8_e8m0fnu",
+}
+DLPACK = {name: code_bits for code_bits, name in DTYPE_NAMES.items()}
+
+# What a message's "got" part shows, per kind of check (the same in both languages).
 GOT = {
     "dtype_shape": "description",  # "float32 [4, 128] on cuda:0"
     "cuda": "description",
@@ -28,14 +41,11 @@ GOT = {
     "page_bytes": "row_bytes",  # the size of dim 1, inside the message
 }
 
-# DLPack (type code, bits) of each dtype name the checks use; C++ tests `dtype.code` and `dtype.bits`.
-DLPACK = {"float32": ("kDLFloat", 32), "float16": ("kDLFloat", 16), "bfloat16": ("kDLBfloat", 16),
-          "int32": ("kDLInt", 32), "int64": ("kDLInt", 64), "uint8": ("kDLUInt", 8)}
-
 
 @dataclass(frozen=True)
 class Check:
-    """One condition on one argument. shape entries: an int (that size), "N" (x's row count), "*" (any)."""
+    """One condition on one argument. shape entries: an int (that size), "N" (x's row count), or another
+    name (any size; the name is what the message shows, e.g. "max_pos")."""
 
     arg: str
     kind: str  # a key of GOT
@@ -44,21 +54,25 @@ class Check:
     shape: tuple[int | str, ...] = ()  # dtype_shape
     value: int = 0  # rows / aligned: bytes of alignment; page_bytes: bytes per page
 
+    def parts(self, variant: str) -> tuple[str, str]:
+        """The text before and after the passed value, as both languages print it."""
+        before, marker, after = self.message.partition("{got}")
+        return (f"{variant}: {before}", after) if marker else (f"{variant}: {self.message}, got ", "")
+
     def text(self, variant: str, got: str) -> str:
-        """The whole message, as both languages produce it."""
-        body = self.message.replace("{got}", got) if "{got}" in self.message else f"{self.message}, got {got}"
-        return f"{variant}: {body}"
+        """The whole message."""
+        before, after = self.parts(variant)
+        return before + got + after
 
 
 def _want(dtypes: tuple[str, ...], shape: tuple[int | str, ...]) -> str:
-    dims = ", ".join("N" if s == "N" else ("*" if s == "*" else str(s)) for s in shape)
-    return f"{'/'.join(dtypes)} [{dims}]"
+    return f"{'/'.join(dtypes)} [{', '.join(str(s) for s in shape)}]"
 
 
 def _tensor(arg: str, dtypes: tuple[str, ...], shape: tuple[int | str, ...], align: int = 0,
-            rows: int = 0) -> list[Check]:
+            rows: int = 0, message: str = "") -> list[Check]:
     """dtype and shape, then contiguity (or row contiguity), device and alignment checks of one argument."""
-    out = [Check(arg, "dtype_shape", f"{arg} must be {_want(dtypes, shape)}", dtypes, shape)]
+    out = [Check(arg, "dtype_shape", message or f"{arg} must be {_want(dtypes, shape)}", dtypes, shape)]
     if arg == "x":
         out.append(Check(arg, "rows", f"x rows must be contiguous, each starting {rows}-byte aligned "
                                       f"(row stride a multiple of {rows} bytes)", value=rows))
@@ -82,19 +96,23 @@ def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
     if v.norm_bias:
         checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)
     if v.rope_dim:
-        checks += _tensor("freqs", ("float32",), ("*", v.rope_dim), PARAM_ALIGN)
+        checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN)
         checks += _tensor("positions", INDEX_DTYPES, ("N",))
     page = layout.page_bytes
-    cache = [Check("kvcache", "dtype_shape", f"kvcache must be a 2-D uint8 tensor [num_pages, {page}] "
-                                             "(allocate it with op.layout.allocate(num_pages))",
-                   ("uint8",), ("*", "*")),
-             Check("kvcache", "page_bytes", f"kvcache rows are {{got}} bytes but {v.name} writes {page}-byte pages "
-                                            f"({layout.describe()}); allocate the pool with this variant's layout or "
-                                            "pick the variant matching the pool", value=page)]
-    cache += _tensor("kvcache", ("uint8",), ("*", page), layout.store_align)[1:]
+    cache = _tensor("kvcache", ("uint8",), ("num_pages", "page_bytes"), layout.store_align,
+                    message=f"kvcache must be a 2-D uint8 tensor [num_pages, {page}] "
+                            "(allocate it with op.layout.allocate(num_pages))")
+    cache.insert(1, Check("kvcache", "page_bytes", f"kvcache rows are {{got}} bytes but {v.name} writes {page}-byte "
+                                                   f"pages ({layout.describe()}); allocate the pool with this variant's "
+                                                   "layout or pick the variant matching the pool", value=page))
     # last, so a CPU caller (a test, a dry run) first hears about shapes, dtypes and layouts
     device = [Check("x", "cuda", "x must be on a CUDA device")]
     return tuple(checks + cache + device)
+
+
+def requirements(checks: tuple[Check, ...]) -> list[str]:
+    """The checks as plain requirements (for the export manifest): the passed value shown as '<passed>'."""
+    return [c.text("", "<passed>").removeprefix(": ") for c in checks]
 
 
 # ---- C++ -----------------------------------------------------------------------------------------
@@ -106,7 +124,7 @@ def _cpp_dims(c: Check) -> list[str]:
         if s == "N":
             if t != "x":
                 out.append(f"{t}.size({i}) == x.size(0)")
-        elif s != "*":
+        elif isinstance(s, int):
             out.append(f"{t}.size({i}) == {s}")
     return out
 
@@ -116,10 +134,14 @@ _CPP = {
     "cuda": "{t}.device().device_type == kDLCUDA",
     "device": "kernelgen::same_device({t}, x)",
     "contiguous": "{t}.IsContiguous()",
-    "rows": "{t}.strides()[1] == 1 && ({t}.size(0) <= 1 || {t}.strides()[0] * {e} % {v} == 0)",
+    "rows": "kernelgen::rows_aligned({t}, {e}, {v})",
     "aligned": "kernelgen::address_offset({t}, {v}) == 0",
     "page_bytes": "{t}.size(1) == {v}",
 }
+
+# C++ expressions that print a check's "got" part, per GOT entry.
+_CPP_GOT = {"description": "kernelgen::describe({t})", "strides": "kernelgen::describe_strides({t})",
+            "address": "kernelgen::describe_address({t}, {v})", "row_bytes": "{t}.size(1)"}
 
 
 def cpp_condition(c: Check, elem_bytes: int) -> str:
@@ -138,16 +160,17 @@ def _cpp_string(text: str) -> str:
 
 def cpp_message(c: Check, variant: str) -> str:
     """The C++ stream operands that print the check's message (the same text as Check.text)."""
-    got = {"description": f"kernelgen::describe({c.arg})", "strides": f"kernelgen::describe_strides({c.arg})",
-           "address": f"kernelgen::describe_address({c.arg}, {c.value})", "row_bytes": f"{c.arg}.size(1)"}[GOT[c.kind]]
-    before, sep, after = c.message.partition("{got}")
-    if not sep:
-        before, after = f"{c.message}, got ", ""
-    parts = [_cpp_string(f"{variant}: {before}"), got] + ([_cpp_string(after)] if after else [])
-    return " << ".join(parts)
+    before, after = c.parts(variant)
+    got = _CPP_GOT[GOT[c.kind]].format(t=c.arg, v=c.value)
+    return " << ".join([_cpp_string(before), got] + ([_cpp_string(after)] if after else []))
 
 
 def cpp_checks(v: Variant, layout: Layout, x_align: int) -> list[dict[str, str]]:
     """Template context: each check as a C++ condition and message (see templates' check function)."""
     return [{"arg": c.arg, "condition": cpp_condition(c, v.elem_bytes), "message": cpp_message(c, v.name)}
             for c in table(v, layout, x_align)]
+
+
+def cpp_dtype_names() -> list[dict[str, object]]:
+    """Template context: DTYPE_NAMES for the symbol's descriptions of passed tensors."""
+    return [{"code": code, "bits": bits, "name": name} for (code, bits), name in DTYPE_NAMES.items()]

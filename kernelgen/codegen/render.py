@@ -10,7 +10,7 @@ import jinja2
 from .. import __version__, resources
 from ..layout.layout import Layout, layout_of
 from ..spec.variant import Launch, Variant
-from .checks import cpp_checks
+from .checks import cpp_checks, cpp_dtype_names
 from .guards import GUARDS, precheck
 from .launch import LaunchPlan, default_plan, resolve
 
@@ -94,6 +94,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "store_align": layout.store_align,
         "x_align": x_align(v, plan),
         "checks": cpp_checks(v, layout, x_align(v, plan)),
+        "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
         **_field_constants(layout),

@@ -1,6 +1,8 @@
 """Quantization arithmetic in PyTorch, bit-for-bit the rules the kernels follow."""
 from __future__ import annotations
 
+import functools
+
 from typing import TYPE_CHECKING
 
 from .layout import FLASHMLA_GROUP, FP4_GROUP, Layout
@@ -111,9 +113,17 @@ def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) ->
     fields = _encode_finite(layout, torch.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0))
     bad = ~torch.isfinite(y).all(dim=-1, keepdim=True)  # a select, not a branch: no host sync, one graph
     for f in layout.fields:
-        pattern = torch.tensor(list(NAN_BYTES[f.encoding]), dtype=torch.uint8, device=y.device)
-        fields[f.name] = torch.where(bad, pattern.repeat(f.size // pattern.numel()), fields[f.name])
+        fields[f.name] = torch.where(bad, _nan_row(f.encoding, f.size, str(y.device)), fields[f.name])
     return fields
+
+
+@functools.cache
+def _nan_row(encoding: str, size: int, device: str) -> torch.Tensor:
+    """A field's canonical NaN bytes, made once per device (no host-to-device copy per call)."""
+    import torch
+
+    return torch.tensor(list(NAN_BYTES[encoding] * (size // len(NAN_BYTES[encoding]))), dtype=torch.uint8,
+                        device=device)
 
 
 def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:

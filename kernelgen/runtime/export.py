@@ -51,31 +51,33 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
     return plan_routes(v, record.routes()), record.gpu.slug
 
 
-_NOTES = {"x": "rows aligned to the artifact's x_align bytes",
-          "freqs": "[max_pos, rope_dim]: (cos, sin) of pair j at columns 2j, 2j+1",
-          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "[num_pages, page_bytes], written in place"}
+_NOTES = {"x": "last dim contiguous; rows aligned to the artifact's x_align bytes",
+          "freqs": "(cos, sin) of pair j at columns 2j, 2j+1",
+          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "written in place"}
 
 
-def abi(v: Variant) -> dict[str, Any]:
-    """The exported symbols' calling convention: argument order, dtypes and shapes (from the check table;
-    each artifact lists the table's checks, which its symbols apply in order before launching)."""
-    table = checks.table(resolve(v), layout_of(v), x_align=16)  # dtypes and shapes do not depend on x_align
+def abi(v: Variant, table: tuple[checks.Check, ...]) -> dict[str, Any]:
+    """The exported symbols' calling convention: argument order, dtypes and shapes, from the variant's
+    check table (each artifact also lists the checks, which its symbols apply in order before launching)."""
+    page_bytes = next(c.value for c in table if c.kind == "page_bytes")
     args = []
     for name in checks.ARGS:
         first = next((c for c in table if c.arg == name and c.kind == "dtype_shape"), None)
         if first is None:
             args.append({"name": name, "note": "unused by this variant: pass an empty tensor"})
             continue
-        arg: dict[str, Any] = {"name": name, "dtype": list(first.dtypes), "shape": list(first.shape)}
+        dtypes = list(first.dtypes)
+        arg: dict[str, Any] = {"name": name, "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
+                               "shape": [page_bytes if s == "page_bytes" else s for s in first.shape]}
         if name in _NOTES:
             arg["note"] = _NOTES[name]
         args.append(arg)
-    args.append({"name": "eps", "dtype": ["float64"], "shape": []})
+    args.append({"name": "eps", "dtype": "float64", "shape": []})
     return {"symbol": v.name, "calling": "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as "
             "DLPack; runs on the tvm-ffi environment stream of x's device", "args": args, "returns": "none",
             "config_symbol": f"{v.name}_config", "config_args": "the same, then config (int64) and pdl (bool)",
-            "errors": "a refused argument raises ValueError '<variant>: <check message>, got <what was passed>'; "
-                      "nothing is launched"}
+            "errors": "a refused argument raises ValueError '<variant>: <check>, got <what was passed>' before "
+                      "anything is launched; the artifact's `checks` lists them in order"}
 
 
 def _plan_json(plan: LaunchPlan) -> dict[str, Any]:
@@ -99,9 +101,10 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
         plans = [plan_for_arch(v, arch) for v in variants]
         artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
         for v, a, (plan, source) in zip(variants, artifacts, plans):
+            table = checks.table(resolve(v), layout_of(v), x_align(v, plan))
             entry = entries.setdefault(v.name, {"spec": v.spec_name, "content_key": v.content_key(),
                                                 "variant": v.math_fields(), "layout": layout_json(layout_of(v)),
-                                                "abi": abi(v), "artifacts": {}})
+                                                "abi": abi(v, table), "artifacts": {}})
             target = out_dir / v.name / arch
             target.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(a.library, target / a.library.name)
@@ -109,8 +112,7 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
                                         "tuned_on": source, "x_align": x_align(v, plan), "dispatch": _plan_json(plan),
-                                        "checks": [c.message for c in checks.table(resolve(v), layout_of(v),
-                                                                                   x_align(v, plan))]}
+                                        "checks": checks.requirements(table)}
     manifest = {"format": FORMAT, "kernelgen": __version__,
                 "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
                 "archs": list(archs), "variants": entries}

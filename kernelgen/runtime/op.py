@@ -52,34 +52,39 @@ class InputChecker:
 
     def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
               metadata_only: bool = False) -> None:
-        """Raise LayoutMismatch with the message of the first check that fails. With metadata_only
-        (torch.compile's fake tensors have no storage) addresses are not checked."""
+        """Raise LayoutMismatch with the message of the first check that fails (the op calls this after
+        the symbol refused, to say why in Python; debug mode calls it on every call). With
+        metadata_only (torch.compile's fake tensors have no storage) addresses are not checked.
+        Only Python can be handed something that is not a tensor: that is checked first."""
         import torch
 
         args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache)))
         for name in self.used:
             if not isinstance(args[name], torch.Tensor):
                 raise self.fail(f"{name} must be a torch tensor, got {type(args[name]).__name__}")
-        failed = self.first_failure(x, weight, bias, freqs, positions, out_loc, kvcache, metadata_only)
+        failed = self._first_failure(args, metadata_only)
         if failed is not None:
             raise LayoutMismatch(failed.text(self.v.name, self._got(failed, args[failed.arg])))
 
     def first_failure(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
                       metadata_only: bool = False) -> checks.Check | None:
         """The first check of the table that the tensors fail (None: all pass)."""
-        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache)))
+        return self._first_failure(dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache))),
+                                   metadata_only)
+
+    def _first_failure(self, args: dict[str, Any], metadata_only: bool) -> checks.Check | None:
+        x = args["x"]
         for c in self.checks:
             if not (metadata_only and c.kind == "aligned") and not self._holds(c, args[c.arg], x):
                 return c
         return None
 
-    explain = check  # the op calls it after the symbol refused, to say why in Python
-
     @staticmethod
     def _holds(c: checks.Check, t: Any, x: Any) -> bool:
         if c.kind == "dtype_shape":
             return (_dtype_name(t) in c.dtypes and t.dim() == len(c.shape)
-                    and all(s == "*" or got == (x.shape[0] if s == "N" else s) for s, got in zip(c.shape, t.shape)))
+                    and all(got == (x.shape[0] if s == "N" else s) for s, got in zip(c.shape, t.shape)
+                            if s == "N" or isinstance(s, int)))
         if c.kind == "cuda":
             return bool(t.device.type == "cuda")
         if c.kind == "device":
@@ -159,7 +164,7 @@ class Op:
             self.launch(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
         except Exception:
             # Refused, or not convertible: say what is wrong in full words; a launch error stays as it is.
-            self.checker.explain(x, weight, bias, freqs, positions, out_loc, kvcache)
+            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache)
             raise
 
     def launch(self, x: torch.Tensor, weight: Any, bias: Any, freqs: Any, positions: Any,

@@ -41,7 +41,7 @@ def _fake(name: str) -> Callable[..., None]:
               positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
               bias: torch.Tensor | None = None) -> None:
         checker = _registered[name].checker
-        checker.explain(x, weight, bias, freqs, positions, out_loc, kvcache, metadata_only=True)
+        checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, metadata_only=True)
     return check
 
 

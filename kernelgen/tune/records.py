@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -28,10 +28,11 @@ SCHEMA = 1
 log = logging.getLogger("kernelgen.tune")
 
 
-def template_hash() -> str:
-    """Hash of the kernel template and its headers: a record is only valid for the code it timed."""
+def template_hash(folder: Path | None = None) -> str:
+    """Hash of the kernel template and its headers (default: this kernelgen's): a record is only valid for
+    the code it timed."""
     h = hashlib.sha256()
-    folder = resources.template_dir()
+    folder = folder or resources.template_dir()
     for path in sorted([*folder.glob("*.j2"), *(folder / "kernelgen").glob("*.cuh")]):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -71,6 +72,24 @@ class Record:
 
     def outcome(self) -> Outcome:
         return Outcome({k: dict(v) for k, v in self.timings.items()}, dict(self.failures), list(self.choice))
+
+
+def instance_id(launch_id: str) -> str:
+    """The compiled instance a launch id runs (PDL is a launch attribute, not code)."""
+    return replace(Launch.from_id(launch_id), pdl=False).id
+
+
+def rekeyed(record: Record, template: str, proven: set[str], proof: str) -> Record:
+    """The record moved to another template whose compiled code was shown identical for the `proven`
+    instances (launch ids without PDL): timings kept only for those, failures dropped (they were about
+    the old code and are retried at the next tune). Every chosen route must be proven."""
+    unproven = [lid for _, lid in record.choice if instance_id(lid) not in proven]
+    if unproven:
+        raise ValueError(f"{record.variant}: chosen configurations {unproven} are not among the proven instances")
+    timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in proven}
+    method = {**record.method, "rekeyed": {"from_template": record.template, "proof": proof}}
+    return Record(record.variant, record.content_key, template, record.gpu, record.buckets, timings, {},
+                  record.choice, record.toolchain, method)
 
 
 def record_file(directory: Path, gpu: GpuInfo) -> Path:

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -497,21 +498,38 @@ inline bool same_device(const tvm::ffi::TensorView& t, const tvm::ffi::TensorVie
   return t.device().device_type == x.device().device_type && t.device().device_id == x.device().device_id;
 }
 
-inline int64_t address_offset(const tvm::ffi::TensorView& t, int bytes) {
-  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes);
+// The DLTensor a view holds (TensorView's only member): its strides may be null, which DLPack allows
+// for compact row-major tensors and TensorView::strides() refuses.
+inline const DLTensor& raw(const tvm::ffi::TensorView& t) {
+  static_assert(std::is_standard_layout_v<tvm::ffi::TensorView> && sizeof(tvm::ffi::TensorView) == sizeof(DLTensor),
+                "tvm::ffi::TensorView is expected to hold exactly one DLTensor");
+  return *reinterpret_cast<const DLTensor*>(&t);
 }
 
-inline std::string dtype_name(DLDataType t) {
-  if (t.lanes == 1) {
-    if (t.code == kDLFloat && (t.bits == 16 || t.bits == 32 || t.bits == 64)) return "float" + std::to_string(t.bits);
-    if (t.code == kDLBfloat && t.bits == 16) return "bfloat16";
-    if (t.code == kDLInt && (t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64)) return "int" + std::to_string(t.bits);
-    if (t.code == kDLUInt && t.bits == 8) return "uint8";
-    if (t.code == kDLBool) return "bool";
-  }
-  return "dlpack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits, " +
-         std::to_string(t.lanes) + " lanes)";
+// Element stride of dim i (null strides: compact row-major).
+inline int64_t stride_of(const tvm::ffi::TensorView& t, int i) {
+  const DLTensor& d = raw(t);
+  if (d.strides != nullptr) return d.strides[i];
+  int64_t s = 1;
+  for (int k = d.ndim - 1; k > i; --k) s *= d.shape[k];
+  return s;
 }
+
+// The first element's address: data plus byte_offset, as DLPack defines it.
+inline const uint8_t* address(const tvm::ffi::TensorView& t) {
+  return static_cast<const uint8_t*>(t.data_ptr()) + t.byte_offset();
+}
+
+inline int64_t address_offset(const tvm::ffi::TensorView& t, int bytes) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(address(t)) % bytes);
+}
+
+// Rows of a 2-D tensor are contiguous and each starts `align`-byte aligned (given an aligned start).
+inline bool rows_aligned(const tvm::ffi::TensorView& t, int elem_bytes, int align) {
+  return stride_of(t, 1) == 1 && (t.size(0) <= 1 || stride_of(t, 0) * elem_bytes % align == 0);
+}
+
+std::string dtype_name(DLDataType t);  // generated from kernelgen's dtype name table, beside the checks
 
 inline std::string int_list(const int64_t* v, int n) {
   std::string out = "[";
@@ -530,7 +548,10 @@ inline std::string describe(const tvm::ffi::TensorView& t) {
 }
 
 inline std::string describe_strides(const tvm::ffi::TensorView& t) {
-  return "strides " + int_list(t.strides().data(), t.ndim());
+  int64_t strides[8] = {};
+  const int n = t.ndim() < 8 ? t.ndim() : 8;
+  for (int i = 0; i < n; ++i) strides[i] = stride_of(t, i);
+  return "strides " + int_list(strides, n);
 }
 
 inline std::string describe_address(const tvm::ffi::TensorView& t, int bytes) {
@@ -545,17 +566,17 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   const int64_t num_tokens = x.size(0);
   if (num_tokens == 0) return;
   Params p{};
-  p.x = x.data_ptr();
-  p.x_row_stride = x.strides()[0];
-  p.weight = weight.data_ptr();
-  p.bias = bias.data_ptr();
-  p.freqs = static_cast<const float*>(freqs.data_ptr());
+  p.x = address(x);
+  p.x_row_stride = stride_of(x, 0);
+  p.weight = address(weight);
+  p.bias = address(bias);
+  p.freqs = reinterpret_cast<const float*>(address(freqs));
   p.max_pos = Cfg::kRopeDim > 0 ? freqs.size(0) : 0;
-  p.positions = positions.data_ptr();
+  p.positions = address(positions);
   p.positions_i64 = positions.dtype().bits == 64;
-  p.out_loc = out_loc.data_ptr();
+  p.out_loc = address(out_loc);
   p.out_loc_i64 = out_loc.dtype().bits == 64;
-  p.cache = static_cast<uint8_t*>(cache.data_ptr());
+  p.cache = const_cast<uint8_t*>(address(cache));
   p.num_slots = cache.size(0) * Cfg::kPageSize;
   p.num_tokens = num_tokens;
   p.eps = static_cast<float>(eps);

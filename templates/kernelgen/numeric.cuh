@@ -138,7 +138,8 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax, float qmax) {
 // no float-to-int convert). Below 1 the magnitudes are 0.5 apart: a/2 + 1/2, rounded up (so a value
 // just past a threshold stays past it), maps them onto [0.5, 1] where the same rounding gives the
 // index; the max picks that branch exactly when a < 1. Checked against the thresholds for every
-// float near each threshold and a stride over [0, 16), both signs.
+// float near each threshold and a stride over [0, 16), both signs. A NaN gives 7 (fminf drops it); no
+// NaN reaches the codes: a row holding one is stored as a NaN row (codes 0, scale 0xFF).
 constexpr uint32_t kE2m1Bias = 0x1FFFFFu - 0x3F000000u;  // (bits + bias) >> 22: 0.5 -> 0, 1.0 -> 2, 2 -> 4, 6 -> 7
 
 template <int kShift>

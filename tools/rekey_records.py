@@ -1,0 +1,139 @@
+"""Carry tuning records over a template change that leaves the device code as it was.
+
+A record holds only for the code it timed, so any change to the templates (even host code: argument
+checks, the dispatch) makes kernelgen ignore it. When the kernels themselves did not change, that
+costs a re-tune for nothing. This tool proves it instead: it renders each record's chosen
+configurations and the default with the templates of git revision REV (the kernelgen that wrote the
+records) and with this checkout's, compiles both for the record's arch, and compares the SASS of
+every kernel. Records whose kernels are identical instruction for instruction move to this
+template, keeping the timings of the proven configurations only; the others are left alone (re-tune).
+
+    python tools/rekey_records.py cache/nvidia-h200-sm90-132sms.json --from 578cbc9 [--dry-run] [--jobs 2]
+
+Needs git, nvcc and cuobjdump (CUDA's, or KERNELGEN_CUOBJDUMP=path: e.g. the one in Triton's wheel)."""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from kernelgen.build import toolchain as tc
+from kernelgen.build.buildplan import CUDA_FLAGS, gencode_flags
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
+from kernelgen.codegen.render import render_variant
+from kernelgen.resources import include_dir
+from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.variant import Launch, Variant
+from kernelgen.tune import records
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Rendered by the old kernelgen (PYTHONPATH = the old tree): the same plans, its own templates.
+OLD_RENDER = r"""
+import json, sys
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
+from kernelgen.codegen.render import render_variant
+from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.variant import Launch
+by_name = {v.name: v for v in shipped_variants()}
+for job in json.load(open(sys.argv[1])):
+    v = by_name[job["variant"]]
+    plan = plan_routes(v, [(ALL_TOKENS, resolve(v).launch)], tuple(Launch.from_id(i) for i in job["instances"]))
+    open(job["out"], "w").write(render_variant(v, plan=plan))
+"""
+
+
+def arch_of(gpu: records.GpuInfo) -> str:
+    return f"sm_{gpu.capability.replace('.', '')}a"
+
+
+def kernels(source: Path, include: Path, arch: str, cuobjdump: str) -> dict[str, str]:
+    """SASS of every kernel in the compiled source, by function name."""
+    toolchain = tc.detect()
+    obj = source.with_suffix(".o")
+    includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
+    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
+                    str(obj)], check=True, capture_output=True)
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    blocks = re.split(r"\n\s+Function : ", sass)[1:]
+    return {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("record_file", type=Path)
+    ap.add_argument("--from", dest="rev", required=True, help="git revision whose templates the records were timed with")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--dry-run", action="store_true", help="report only; write nothing")
+    args = ap.parse_args()
+    cuobjdump = os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump")
+    if not cuobjdump:
+        print("rekey: no cuobjdump (install CUDA's or set KERNELGEN_CUOBJDUMP=path)", file=sys.stderr)
+        return 2
+    found = records.read_file(args.record_file)
+    if found is None:
+        print(f"rekey: {args.record_file} is not a tuning record file", file=sys.stderr)
+        return 2
+    gpu, by_key = found
+    arch, new_hash = arch_of(gpu), records.template_hash()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        old_tree = tmp / "old"
+        old_tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.rev, "kernelgen", "templates", "specs"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+        old_hash = records.template_hash(old_tree / "templates")
+        variants = {v.content_key(): resolve(v) for v in shipped_variants()}
+        todo: list[tuple[records.Record, Variant, list[str]]] = []
+        for key, record in sorted(by_key.items(), key=lambda kv: kv[1].variant):
+            if record.template == new_hash:
+                print(f"{record.variant}: already for this template")
+            elif record.template != old_hash:
+                print(f"{record.variant}: timed with template {record.template}, not {args.rev}'s ({old_hash}): skipped")
+            elif key not in variants:
+                print(f"{record.variant}: not a shipped variant of this checkout: skipped")
+            else:
+                v = variants[key]
+                ids = {records.instance_id(lid) for _, lid in record.choice} | {replace(v.launch, pdl=False).id}
+                todo.append((record, v, sorted(ids)))
+        jobs = [{"variant": v.name, "instances": ids, "out": str(tmp / f"old_{v.name}.cu")} for _, v, ids in todo]
+        (tmp / "jobs.json").write_text(json.dumps(jobs))
+        (tmp / "old_render.py").write_text(OLD_RENDER)
+        subprocess.run([sys.executable, str(tmp / "old_render.py"), str(tmp / "jobs.json")], check=True,
+                       env={**os.environ, "PYTHONPATH": str(old_tree)})
+        for _, v, ids in todo:
+            plan = plan_routes(v, [(ALL_TOKENS, v.launch)], tuple(Launch.from_id(i) for i in ids))
+            (tmp / f"new_{v.name}.cu").write_text(render_variant(v, plan=plan))
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            old = {v.name: pool.submit(kernels, tmp / f"old_{v.name}.cu", old_tree / "templates", arch, cuobjdump)
+                   for _, v, _ in todo}
+            new = {v.name: pool.submit(kernels, tmp / f"new_{v.name}.cu", include_dir(), arch, cuobjdump)
+                   for _, v, _ in todo}
+            moved = 0
+            for record, v, ids in todo:
+                a, b = old[v.name].result(), new[v.name].result()
+                if a and a == b:
+                    proof = (f"{arch} SASS of {len(a)} kernels identical between {args.rev} ({old_hash}) and this "
+                             f"template ({new_hash}) for {', '.join(ids)} (tools/rekey_records.py)")
+                    print(f"{v.name}: {len(a)} kernels identical for {', '.join(ids)}: moved")
+                    if not args.dry_run:
+                        records.write(args.record_file.parent, records.rekeyed(record, new_hash, set(ids), proof))
+                    moved += 1
+                else:
+                    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                    print(f"{v.name}: kernels differ ({len(differ)}: {differ[:2]}...): left for a re-tune")
+    print(f"rekey: {moved} of {len(by_key)} records moved to template {new_hash}" + (" (dry run)" if args.dry_run else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
