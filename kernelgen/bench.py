@@ -123,9 +123,7 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
 
     # Timing inputs write every row (valid slots, positions inside freqs): the baseline skips the row
     # mask, as a serving engineer's own torch code would, so it compiles into one graph with no sync.
-    keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"],
-                                  inputs["kvcache"].shape[0] * v.page_size,
-                                  inputs["freqs"].shape[0] if inputs["freqs"] is not None else 0)
+    keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], inputs["kvcache"])
     if not bool(keep.all()):
         raise ValueError(f"{v.name}: benchmark inputs must write every row (the baseline store has no row mask)")
 

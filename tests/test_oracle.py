@@ -168,9 +168,7 @@ def rows_writer(transform: Callable[[torch.Tensor], torch.Tensor]) -> Writer:
     def write(v: Variant, inputs: dict[str, Any], cache: torch.Tensor, eps: float) -> None:
         y = transform(reference.rows(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], eps,
                                      inputs["bias"]))
-        max_pos = inputs["freqs"].shape[0] if inputs["freqs"] is not None else 0
-        keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], cache.shape[0] * v.page_size,
-                                      max_pos)
+        keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], cache)
         loc = torch.where(keep, inputs["out_loc"].long(), -1)
         write_fields(layout_of(v), cache, loc, codec.encode(layout_of(v), y, v.round_through_bf16))
     return write

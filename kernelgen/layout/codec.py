@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-
 from typing import TYPE_CHECKING
 
 from .layout import FLASHMLA_GROUP, FP4_GROUP, Layout

@@ -105,11 +105,12 @@ def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.
     return _hadamard(v, y)
 
 
-def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, num_slots: int,
-                 max_pos: int) -> torch.Tensor:
-    """Which rows the kernel writes: a valid slot, and (with RoPE) a position inside freqs."""
-    keep = (out_loc >= 0) & (out_loc < num_slots)
+def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, freqs: torch.Tensor | None,
+                 kvcache: torch.Tensor) -> torch.Tensor:
+    """Which rows the kernel writes into kvcache: a valid slot, and (with RoPE) a position inside freqs."""
+    keep = (out_loc >= 0) & (out_loc < kvcache.shape[0] * v.page_size)
     if v.rope_dim and positions is not None:
+        max_pos = freqs.shape[0] if freqs is not None else 0
         keep &= (positions >= 0) & (positions < max_pos)
     return keep
 
@@ -124,9 +125,8 @@ def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch
     layout: Layout = layout_of(v)
     y = rows(v, x, weight, freqs, positions, eps, bias)
     fields = codec.encode(layout, y, v.round_through_bf16)
-    max_pos = freqs.shape[0] if freqs is not None else 0
     if all_valid:
         write_fields(layout, kvcache, out_loc.long(), fields, all_valid=True)
     else:
-        keep = written_rows(v, out_loc, positions, kvcache.shape[0] * v.page_size, max_pos)
+        keep = written_rows(v, out_loc, positions, freqs, kvcache)
         write_fields(layout, kvcache, torch.where(keep, out_loc.long(), -1), fields)

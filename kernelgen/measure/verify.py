@@ -66,8 +66,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
     import torch
 
     layout = layout_of(v)
-    max_pos = inputs["freqs"].shape[0] if inputs["freqs"] is not None else 0
-    keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], got.shape[0] * v.page_size, max_pos)
+    keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], got)
     loc = torch.where(keep, inputs["out_loc"].long(), -1)
     mask = _written_mask(layout, got, loc)
     outside = int(((got != poison) & ~mask).sum())
