@@ -48,13 +48,21 @@ def test_field_offsets_match_layouts_md() -> None:
 
 
 def test_pool_of_other_layout_fails_naming_both_numbers() -> None:
-    fp8 = layout_of(indexer("fp8_e4m3", 64))
+    from kernelgen.codegen.launch import default_plan, resolve
+    from kernelgen.codegen.render import x_align
+    from kernelgen.runtime.op import InputChecker
+
+    v = resolve(indexer("fp8_e4m3", 64))
+    fp8 = InputChecker(v, layout_of(v), x_align(v, default_plan(v)))  # the pool checks are the op's table
+    x, w, freqs = torch.zeros(4, 128, dtype=torch.bfloat16), torch.ones(128), torch.zeros(16, 64)
+    pos, loc = torch.zeros(4, dtype=torch.long), torch.arange(4)
     with pytest.raises(LayoutMismatch) as info:
-        fp8.check_cache((10, 16384), "uint8", 16384)
+        fp8.check(x, w, None, freqs, pos, loc, torch.zeros(10, 16384, dtype=torch.uint8))
     assert str(info.value).startswith(
-        "kvcache rows are 16384 bytes but idx_fp8_e4m3_p64 writes 8448-byte pages (132 B/token x 64)")
+        "idx_fp8_e4m3_p64: kvcache rows are 16384 bytes but idx_fp8_e4m3_p64 writes 8448-byte pages "
+        "(132 B/token x 64)")
     with pytest.raises(LayoutMismatch, match="2-D uint8"):
-        fp8.check_cache((10, 8448), "bfloat16", 8448)
+        fp8.check(x, w, None, freqs, pos, loc, torch.zeros(10, 8448, dtype=torch.bfloat16))
 
 
 def test_byte_map_covers_page_and_marks_padding() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import LayoutMismatch
 from ..spec.variant import Variant
 
 Encoding = Literal["bf16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
@@ -60,24 +59,6 @@ class Layout:
 
     def describe(self) -> str:
         return f"{self.bytes_per_token} B/token x {self.page_size}"
-
-    def check_cache(self, shape: tuple[int, ...], dtype: str, row_stride: int | None) -> None:
-        """Raise LayoutMismatch unless the cache is uint8 [num_pages, page_bytes] with packed rows."""
-        if dtype != "uint8" or len(shape) != 2:
-            raise LayoutMismatch(
-                f"kvcache must be a 2-D uint8 tensor [num_pages, {self.page_bytes}] for {self.variant_name}, "
-                f"got {dtype} {list(shape)}; allocate it with op.layout.allocate(num_pages)"
-            )
-        if shape[1] != self.page_bytes:
-            raise LayoutMismatch(
-                f"kvcache rows are {shape[1]} bytes but {self.variant_name} writes {self.page_bytes}-byte pages "
-                f"({self.describe()}); allocate the pool with this variant's layout or pick the variant matching the pool"
-            )
-        if row_stride is not None and row_stride != self.page_bytes and shape[0] > 1:
-            raise LayoutMismatch(
-                f"kvcache row stride is {row_stride} bytes but {self.variant_name} needs packed "
-                f"{self.page_bytes}-byte rows; pass a contiguous tensor"
-            )
 
     def byte_map(self) -> list[tuple[int, int, str]]:
         """(start, end, description) spans of one page in address order, padding included."""
