@@ -202,7 +202,9 @@ def test_a_record_moves_to_another_template_only_with_its_chosen_instances_prove
     moved = records.rekeyed(old, records.template_hash(), proven, "sm_90a SASS identical")
     assert set(moved.timings) == {fast.id, replace(fast, pdl=False).id, slow.id}  # PDL is not code: both kept
     assert moved.failures == {} and moved.choice == old.choice and moved.template == records.template_hash()
-    assert moved.method["rekeyed"] == {"from_template": "0" * 16, "proof": "sm_90a SASS identical"}
+    assert moved.method["rekeyed"] == [{"from_template": "0" * 16, "proof": "sm_90a SASS identical"}]
+    again = records.rekeyed(replace(moved, template="1" * 16), records.template_hash(), proven, "again")
+    assert [step["from_template"] for step in again.method["rekeyed"]] == ["0" * 16, "1" * 16]  # the whole chain
     records.write(tmp_path, moved)
     assert records.lookup([tmp_path], H200, V) is not None
     with pytest.raises(ValueError, match="not among the proven"):

@@ -83,12 +83,14 @@ def main() -> int:
         print(f"rekey: {args.record_file} is not a tuning record file", file=sys.stderr)
         return 2
     gpu, by_key = found
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.rev], check=True, capture_output=True,
+                         text=True).stdout.strip()  # a fixed commit in the proof, not a moving name like HEAD
     arch, new_hash = arch_of(gpu), records.template_hash()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         old_tree = tmp / "old"
         old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.rev, "kernelgen", "templates", "specs"],
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kernelgen", "templates", "specs"],
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         old_hash = records.template_hash(old_tree / "templates")
@@ -98,7 +100,7 @@ def main() -> int:
             if record.template == new_hash:
                 print(f"{record.variant}: already for this template")
             elif record.template != old_hash:
-                print(f"{record.variant}: timed with template {record.template}, not {args.rev}'s ({old_hash}): skipped")
+                print(f"{record.variant}: timed with template {record.template}, not {rev}'s ({old_hash}): skipped")
             elif key not in variants:
                 print(f"{record.variant}: not a shipped variant of this checkout: skipped")
             else:
@@ -122,7 +124,7 @@ def main() -> int:
             for record, v, ids in todo:
                 a, b = old[v.name].result(), new[v.name].result()
                 if a and a == b:
-                    proof = (f"{arch} SASS of {len(a)} kernels identical between {args.rev} ({old_hash}) and this "
+                    proof = (f"{arch} SASS of {len(a)} kernels identical between {rev} ({old_hash}) and this "
                              f"template ({new_hash}) for {', '.join(ids)} (tools/rekey_records.py)")
                     print(f"{v.name}: {len(a)} kernels identical for {', '.join(ids)}: moved")
                     if not args.dry_run:

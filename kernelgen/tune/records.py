@@ -87,7 +87,8 @@ def rekeyed(record: Record, template: str, proven: set[str], proof: str) -> Reco
     if unproven:
         raise ValueError(f"{record.variant}: chosen configurations {unproven} are not among the proven instances")
     timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in proven}
-    method = {**record.method, "rekeyed": {"from_template": record.template, "proof": proof}}
+    steps = [*record.method.get("rekeyed", []), {"from_template": record.template, "proof": proof}]  # oldest first
+    method = {**record.method, "rekeyed": steps}
     return Record(record.variant, record.content_key, template, record.gpu, record.buckets, timings, {},
                   record.choice, record.toolchain, method)
 

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -548,10 +549,9 @@ inline std::string describe(const tvm::ffi::TensorView& t) {
 }
 
 inline std::string describe_strides(const tvm::ffi::TensorView& t) {
-  int64_t strides[8] = {};
-  const int n = t.ndim() < 8 ? t.ndim() : 8;
-  for (int i = 0; i < n; ++i) strides[i] = stride_of(t, i);
-  return "strides " + int_list(strides, n);
+  std::vector<int64_t> strides(t.ndim());
+  for (int i = 0; i < t.ndim(); ++i) strides[i] = stride_of(t, i);
+  return "strides " + int_list(strides.data(), t.ndim());
 }
 
 inline std::string describe_address(const tvm::ffi::TensorView& t, int bytes) {
