@@ -55,9 +55,10 @@ class Check:
     value: int = 0  # rows / aligned: bytes of alignment; page_bytes: bytes per page
 
     def parts(self, variant: str) -> tuple[str, str]:
-        """The text before and after the passed value, as both languages print it."""
+        """The text before and after the passed value, as both languages print it (no variant: no prefix)."""
+        prefix = f"{variant}: " if variant else ""
         before, marker, after = self.message.partition("{got}")
-        return (f"{variant}: {before}", after) if marker else (f"{variant}: {self.message}, got ", "")
+        return (prefix + before, after) if marker else (f"{prefix}{self.message}, got ", "")
 
     def text(self, variant: str, got: str) -> str:
         """The whole message."""
@@ -112,7 +113,7 @@ def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
 
 def requirements(checks: tuple[Check, ...]) -> list[str]:
     """The checks as plain requirements (for the export manifest): the passed value shown as '<passed>'."""
-    return [c.text("", "<passed>").removeprefix(": ") for c in checks]
+    return [c.text("", "<passed>") for c in checks]
 
 
 # ---- C++ -----------------------------------------------------------------------------------------
