@@ -131,7 +131,12 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
         reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
                         inputs["kvcache"], 1e-6, inputs["bias"], all_valid=True)
 
-    return torch.compile(run, dynamic=False) if compiled else run
+    if not compiled:
+        return run
+    # Every baseline closure shares run's code object, so dynamo would count each (variant, N) as a
+    # recompile of one function and fall back to eager past its limit (8): start each one afresh.
+    torch._dynamo.reset()
+    return torch.compile(run, dynamic=False)
 
 
 def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],

@@ -75,3 +75,27 @@ def test_unmasked_store_for_benchmarks_writes_the_same_bytes(name: str) -> None:
     reference.store(v, *args, general, 1e-6, inputs["bias"])
     reference.store(v, *args, unmasked, 1e-6, inputs["bias"], all_valid=True)
     assert torch.equal(general, unmasked) and not torch.equal(general, inputs["kvcache"])
+
+
+@pytest.mark.gpu
+def test_compiled_benchmark_store_lowers_at_one_token() -> None:
+    """torch.compile of the baseline store at N = 1 on the GPU lowers (inductor gave the [1, 1] scale a
+    stride of 0 there, which broke the bytes view of a float scale; CPU inductor keeps 1) and writes the
+    row eager writes, to rounding: inductor's fused float code is not bit-identical to eager's (seen on
+    the H200), which is why the benchmark times this baseline and verifies the kernel against eager."""
+    from kernelgen.layout.pages import pages_of
+    from kernelgen.measure.inputs import workload_inputs
+    from kernelgen.spec.parse import load_spec
+
+    v = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
+    inputs = workload_inputs(v, 1, "decode", device="cuda")
+    args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc")]
+    eager, compiled = inputs["kvcache"].clone(), inputs["kvcache"].clone()
+    reference.store(v, *args, eager, 1e-6, inputs["bias"], all_valid=True)
+    torch._dynamo.reset()
+    torch.compile(lambda cache: reference.store(v, *args, cache, 1e-6, inputs["bias"], all_valid=True),
+                  dynamic=False)(compiled)
+    assert not torch.equal(compiled, inputs["kvcache"])
+    pages = pages_of(v)
+    want, got = pages.decode(eager, inputs["out_loc"]), pages.decode(compiled, inputs["out_loc"])
+    assert float((got - want).norm() / want.norm()) < 0.02

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
 # the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench ncu host.
+# 8 files). Phases: test sanitize tune bench ncu host probe.
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
@@ -36,10 +36,10 @@ for phase in "$@"; do
             > "$RES/bench_${spec}_$w.log" 2>&1
         done
       done
-      python3 -m kernelgen bench dsv4_indexer --variants dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 --workload prefill \
+      [ -n "${BASELINES-1}" ] && python3 -m kernelgen bench dsv4_indexer --variants dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 --workload prefill \
         --tokens 1,128,4096,262144 --baselines eager,compile --json "$RES/bench_baselines.json" \
         --plot "$RES/bench_baselines.png" > "$RES/bench_baselines.log" 2>&1
-      tail -25 "$RES/bench_baselines.log" ;;
+      tail -25 "$RES/bench_baselines.log" 2>/dev/null; true ;;
     ncu)
       for v in ${NCU_VARIANTS:-dsv4_indexer_fp8_p64 dsv4_indexer_fp4_p64}; do
         spec=${v%_*_p*}
@@ -49,6 +49,8 @@ for phase in "$@"; do
           python3 tools/ncu_probe.py "$spec" "${NCU_TOKENS:-262144}" "$v" > "$RES/ncu_$v.log" 2>&1
         grep -E "config|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Eligible|No Eligible" "$RES/ncu_$v.log" | head -40
       done ;;
+    probe)
+      python3 tools/chain_probe.py --json "$RES/chain_probe.json" 2>&1 | tee "$RES/chain_probe.log" | tail -70 ;;
     host)
       python3 tools/host_profile.py 2>&1 | tee "$RES/host_profile.log" ;;
   esac

@@ -93,9 +93,16 @@ def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float) -> torch.Ten
 def _bytes(t: torch.Tensor) -> torch.Tensor:
     import torch
 
-    # flattened first: a [N, 1] tensor may carry any stride on its size-1 dim (inductor keeps N there),
-    # and a dtype view needs a unit last stride
-    return t.contiguous().reshape(-1).view(torch.uint8).reshape(t.shape[0], -1)
+    # Little-endian bytes [N, row bytes] by shifts of a same-size integer view: a view to a narrower
+    # dtype needs a unit last stride, and under torch.compile a [N, 1] (or [1]) tensor may carry any
+    # stride on a size-1 dim (inductor gave N, and 0 at N = 1), which breaks that view in lowering.
+    rows = t.reshape(t.shape[0], -1)
+    size = t.element_size()
+    if size == 1:
+        return rows.view(torch.uint8)
+    ints = rows.view({2: torch.int16, 4: torch.int32}[size])
+    parts = [((ints >> (8 * i)) & 0xFF).to(torch.uint8) for i in range(size)]
+    return torch.stack(parts, dim=-1).reshape(t.shape[0], -1)
 
 
 # Rows that are not all finite are stored as canonical NaNs, the same bytes the kernels write.

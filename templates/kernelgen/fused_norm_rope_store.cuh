@@ -101,6 +101,17 @@ __device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
   return group_sum<Cfg::kThreadsPerToken>(ss, kWarp);
 }
 
+// x / head_dim correctly rounded: an exact multiply for a power-of-two head_dim (no range check, no
+// slow-path call on the chain), div.rn otherwise (sums may be zero, subnormal or infinite).
+template <class Cfg>
+__device__ __forceinline__ float div_by_head_dim(float x) {
+  if constexpr (is_pow2(Cfg::kHeadDim)) {
+    return __fmul_rn(x, 1.0f / Cfg::kHeadDim);
+  } else {
+    return __fdiv_rn(x, float(Cfg::kHeadDim));
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void center(Row<Cfg>& r) {
   float s = 0.f;
@@ -108,7 +119,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) s = __fadd_rn(s, r.v[c][k]);
-  const float mean = __fdiv_rn(group_sum<Cfg::kThreadsPerToken>(s, kWarp), float(Cfg::kHeadDim));
+  const float mean = div_by_head_dim<Cfg>(group_sum<Cfg::kThreadsPerToken>(s, kWarp));
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -167,7 +178,7 @@ template <class Cfg>
 __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const Params& p) {
   if constexpr (Cfg::kNorm != Norm::kNone) {
     if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
-    const float mean_sq = __fdiv_rn(sum_of_squares(r), float(Cfg::kHeadDim));
+    const float mean_sq = div_by_head_dim<Cfg>(sum_of_squares(r));
     // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store).
     const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
     if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
@@ -329,12 +340,12 @@ __device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* ds
   if (write) store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
-// Codes of v / scale. kExactPow2: scale is a power of two, so multiplying by its exact inverse
-// equals dividing; otherwise the division is done as a correctly rounded multiply-and-correct.
+// Codes of v / scale, given inv_scale = RN(1 / scale). kExactPow2: scale is a power of two, so
+// multiplying by its exact inverse equals dividing; otherwise the division is done as a correctly
+// rounded multiply-and-correct.
 template <class Cfg, bool kExactPow2>
-__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
-                                           bool write) {
-  const float inv_scale = __frcp_rn(scale);
+__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, float inv_scale, uint8_t* dst,
+                                           bool nan_row, bool write) {
   float q[Cfg::kVec];
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; ++k)
@@ -359,10 +370,11 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* 
   }
   const bool nan_row = row_not_finite(r, chunk);
   amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
-  const float scale = nan_row ? __uint_as_float(0x7FC00000u) : __fdiv_rn(fmaxf(amax, kAmaxFloor), kE4m3Max);
+  const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
+  const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-    store_e4m3<Cfg, false>(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+    store_e4m3<Cfg, false>(r, c, scale, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
@@ -376,7 +388,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int 
   const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const int e = pow2_scale_exponent(group_max<kGroupLanes>(chunk[c], kWarp), kE2m1Max);
+    const int e = pow2_scale_exponent<kE2m1Max>(group_max<kGroupLanes>(chunk[c], kWarp));
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     float q[Cfg::kVec];
 #pragma unroll
@@ -404,8 +416,8 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page,
     const float amax = group_max<kGroupLanes>(chunk[c], kWarp);
     const int dim = r.first(c);
     if (dim < kNope) {
-      const int e = pow2_scale_exponent(amax, kE4m3Max);
-      store_e4m3<Cfg, true>(r, c, exp2_int(e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+      const int e = pow2_scale_exponent<kE4m3Max>(amax);
+      store_e4m3<Cfg, true>(r, c, exp2_int(e), exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
       if (write && (r.lane & (kGroupLanes - 1)) == 0)
         page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
     } else {
@@ -477,8 +489,11 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
   }
   // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
   const bool write = in_range && loc >= 0 && loc < p.num_slots && pos_ok;
-  if (!__any_sync(kWarp, write)) return;  // the whole warp leaves together
+  // The norm runs before the early exit: it needs only x (and the weights), so it overlaps the freqs
+  // load, and x's loads stay at entry (with the exit first, nvcc sinks them below it: one more
+  // round of memory latency per call, seen in the SASS).
   normalize(r, o, p);
+  if (!__any_sync(kWarp, write)) return;  // the whole warp leaves together
   rotate(r, o, freqs_row);
   hadamard(r);
   const int64_t safe_loc = write ? loc : 0;

@@ -13,7 +13,7 @@
 
 namespace kernelgen {
 
-constexpr bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+__host__ __device__ constexpr bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // ---- element conversions -------------------------------------------------------------
 
@@ -89,8 +89,8 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
 
 // ---- quantizers ------------------------------------------------------------------------
 
-constexpr float kE4m3Max = 448.0f;
-constexpr float kE2m1Max = 6.0f;
+constexpr int kE4m3Max = 448;
+constexpr int kE2m1Max = 6;
 constexpr float kAmaxFloor = 1e-4f;
 
 // Two e4m3 codes (round-to-nearest-even, saturating): a in the low byte, b in the high byte.
@@ -123,11 +123,35 @@ __device__ __forceinline__ float div_rn_by(float a, float b, float inv_b) {
   return __fmaf_rn(__fmaf_rn(-q, b, a), inv_b, q);
 }
 
+// a / D correctly rounded, for a constant D and a >= 0 with a and a / D normal (the quantizers' amax
+// over their largest code): a power-of-two D is an exact multiply; otherwise div_rn_by with the
+// constant RN(1 / D), which is correct for every such a (checked for every float mantissa in
+// tests/test_numeric.py; D = odd * 2^k, so the mantissa alone decides the rounding). Unlike
+// div.rn it has no range check and no slow-path call, so the chunks of a row interleave.
+template <int D>
+__device__ __forceinline__ float div_by(float a) {
+  constexpr float kInv = 1.0f / D;
+  if constexpr (is_pow2(D)) {
+    return __fmul_rn(a, kInv);
+  } else {
+    return div_rn_by(a, float(D), kInv);
+  }
+}
+
+// RN(1 / b) for 2^-125 <= b < 2^125 (every scale a quantizer makes): the sequence rcp.rn runs after its
+// range check (approximate reciprocal, one Newton step), without the check and its slow-path call.
+__device__ __forceinline__ float rcp_rn_in_range(float b) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+  return __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
+}
+
 __device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
 
-// UE8M0 exponent of the power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)).
-__device__ __forceinline__ int pow2_scale_exponent(float amax, float qmax) {
-  return ceil_log2(__fdiv_rn(fmaxf(amax, kAmaxFloor), qmax));
+// UE8M0 exponent of the power-of-two scale 2^ceil(log2(max(amax, 1e-4) / kQmax)).
+template <int kQmax>
+__device__ __forceinline__ int pow2_scale_exponent(float amax) {
+  return ceil_log2(div_by<kQmax>(fmaxf(amax, kAmaxFloor)));
 }
 
 // e2m1 codes of q[0..N), packed as nibbles (element k in bits 4k..4k+3, low nibble first).
@@ -149,7 +173,7 @@ __device__ __forceinline__ uint32_t shift_right(uint32_t v) {  // a negative kSh
 
 template <int K>
 __device__ __forceinline__ uint32_t e2m1_nibble(float q) {
-  const float a = fminf(fabsf(q), kE2m1Max);
+  const float a = fminf(fabsf(q), float(kE2m1Max));
   const float b = fmaxf(a, __fmaf_ru(a, 0.5f, 0.5f));
   const uint32_t index = __float_as_uint(b) + kE2m1Bias;  // magnitude index in bits 22..24, zeros above
   return (shift_right<22 - 4 * K>(index) & (7u << (4 * K))) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
