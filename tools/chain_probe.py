@@ -22,10 +22,9 @@ from kernelgen.codegen.guards import violations
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
 from kernelgen.measure.inputs import workload_inputs
 from kernelgen.measure.timing import graph_replay_us, launch_args
-from kernelgen.runtime.op import Op, tuned_plan
+from kernelgen.runtime.op import Op, current_gpu, tuned_plan
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Variant
-from kernelgen.runtime.op import current_gpu
 
 BASES = ["dsv4_indexer:dsv4_indexer_fp8_p64", "dsv4_indexer:dsv4_indexer_fp4_p64",
          "dsv4_indexer:dsv4_indexer_bf16_p64", "dsv4_mainkv:dsv4_mainkv_fp8mla_p64",
@@ -73,7 +72,7 @@ def main() -> int:
         inputs = workload_inputs(v, n, "decode")
         call_args = launch_args(inputs)
         op = ops[v.name]
-        us = graph_replay_us(lambda: op.launch(*call_args), calls=20, reps=25)
+        us = graph_replay_us(lambda op=op, a=call_args: op.launch(*a), calls=20, reps=25)
         rows.append({"variant": name, "stage": stage, "tokens": n, "launch": v.launch.id, "us": round(us, 3)})
         print(f"{name:26} N={n:<5} {v.launch.id:18} {stage:10} {us:6.3f} us", flush=True)
     print(f"empty-kernel floor {floor:.3f} us")
