@@ -315,3 +315,23 @@ def test_end_to_end_kv_store_example_from_an_export_without_nvcc(tmp_path: Path)
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "token writes checked against the reference" in done.stdout
+
+
+def test_bench_command_writes_its_json(tmp_path: Path) -> None:
+    """`kernelgen bench` end to end: one row per (variant, N) with the routed launch, compulsory bytes and
+    % of the roofline consistent with the time, and the floor the lower of its two measurements."""
+    import json
+
+    from kernelgen.cli import main
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "dsv4_indexer", "--variants", "dsv4_indexer_bf16_p64", "--tokens", "1,4096",
+                 "--workload", "decode", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [(r["variant"], r["tokens"]) for r in data["rows"]] == [("dsv4_indexer_bf16_p64", 1),
+                                                                    ("dsv4_indexer_bf16_p64", 4096)]
+    assert data["floor_us"] == min(data["floor_us_start_end"]) > 0 and data["roofline_gbs"] > 100
+    for r in data["rows"]:
+        assert r["us"] > data["floor_us"] / 2 and r["launch"]
+        tbps = r["bytes"] / (r["us"] * 1e-6) / 1e12
+        assert abs(tbps - r["tbps"]) < 0.01 and abs(100 * tbps * 1e3 / data["roofline_gbs"] - r["roofline_pct"]) < 0.2
