@@ -277,3 +277,16 @@ def test_a_tuner_killed_during_a_record_write_loses_nothing_written_before(tmp_p
     assert not list(tmp_path.glob(".*.json.*"))
     [(_, _, merged)] = records.all_records(tmp_path)
     assert set(merged.timings) == {fast.id, DEFAULT.id}
+
+
+def test_lookup_reads_only_the_gpus_own_record_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fast = Launch(32, 2, 4, False, True)
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    (tmp_path / "some-other-gpu.json").write_text("{ not json")
+    with caplog.at_level("WARNING"):
+        found = records.lookup([tmp_path], H200, V)
+    assert found is not None and found[1] == records.record_file(tmp_path, H200)
+    assert "corrupt" not in caplog.text  # the other GPU's file was never opened
+    with caplog.at_level("WARNING"):
+        assert records.find([tmp_path], V, lambda gpu: gpu.capability == "9.0") is not None
+    assert "corrupt" in caplog.text  # a search by capability reads every file

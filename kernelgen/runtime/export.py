@@ -7,13 +7,12 @@ from the tvm-ffi package that loads them. The manifest has no timestamps and sor
 same libraries give the same bytes."""
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, knobs, resources
+from .. import __version__, knobs
 from ..build import toolchain as tc
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
@@ -27,7 +26,7 @@ from ..spec.variant import Launch, Variant
 from ..tune import records
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
-from .op import Op
+from .op import _CURRENT, Op
 
 FORMAT = "kernelgen-export/1"
 MANIFEST = "manifest.json"
@@ -43,8 +42,7 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
     """The dispatch tuned on a GPU of this arch (user records first, then shipped), else the defaults."""
     found = None
     if knobs.use_tuned():
-        found = records.find([knobs.tuning_dir(), resources.tuned_dir()], v,
-                             lambda gpu: gpu.capability == arch_capability(arch))
+        found = records.find(records.search_dirs(), v, lambda gpu: gpu.capability == arch_capability(arch))
     if found is None:
         return default_plan(v), "defaults"
     record, _ = found
@@ -101,17 +99,19 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
         plans = [plan_for_arch(v, arch) for v in variants]
         artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
         for v, a, (plan, source) in zip(variants, artifacts, plans):
-            table = checks.table(resolve(v), layout_of(v), x_align(v, plan))
-            entry = entries.setdefault(v.name, {"spec": v.spec_name, "content_key": v.content_key(),
-                                                "variant": v.math_fields(), "layout": layout_json(layout_of(v)),
-                                                "abi": abi(v, table), "artifacts": {}})
+            xa, layout = x_align(v, plan), layout_of(v)
+            table = checks.table(resolve(v), layout, xa)
+            if v.name not in entries:  # the variant's own fields: the same for every arch
+                entries[v.name] = {"spec": v.spec_name, "content_key": v.content_key(), "variant": v.math_fields(),
+                                   "layout": layout_json(layout), "abi": abi(v, table), "artifacts": {}}
+            entry = entries[v.name]
             target = out_dir / v.name / arch
             target.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(a.library, target / a.library.name)
             shutil.copyfile(a.source, target / a.source.name)
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
-                                        "tuned_on": source, "x_align": x_align(v, plan), "dispatch": _plan_json(plan),
+                                        "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
                                         "checks": checks.requirements(table)}
     manifest = {"format": FORMAT, "kernelgen": __version__,
                 "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
@@ -129,9 +129,6 @@ def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> st
             return arch
     raise KernelgenError(f"{directory}: no library for {gpu.name} (compute capability {gpu.capability}); the export "
                          f"holds {', '.join(available)}: export again with --arch sm_{gpu.capability.replace('.', '')}a")
-
-
-_CURRENT = object()
 
 
 def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op:
@@ -159,13 +156,4 @@ def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | 
         raise KernelgenError(f"{root}/{MANIFEST}: variant {variant} does not match its content key; export again")
     plan = _plan_from_json(art["dispatch"])
     return Op(Artifact(v.with_launch(plan.configs[0]), art["build_key"], library.parent, plan), f"export:{arch}")
-
-
-def export_hash(directory: Path) -> str:
-    """One digest of an export (manifest + libraries), to compare two exports."""
-    h = hashlib.sha256((directory / MANIFEST).read_bytes())
-    for lib in sorted(directory.rglob("*.so")):
-        h.update(lib.read_bytes())
-    return h.hexdigest()
-
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import knobs, resources
+from .. import knobs
 from ..build import toolchain as tc
 from ..build.lifecycle import build, load_module
 from ..build.store import Artifact
@@ -196,7 +196,7 @@ def tuned_plan(v: Variant, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
     variant's default launch (said once per variant, at debug level)."""
     found = None
     if gpu is not None and knobs.use_tuned():
-        found = records.lookup([knobs.tuning_dir(), resources.tuned_dir()], gpu, v)
+        found = records.lookup(records.search_dirs(), gpu, v)
     if found is None:
         if v.name not in _said_default:
             _said_default.add(v.name)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .. import resources
+from .. import knobs, resources
 from ..spec.variant import Launch, Variant
 from .gpu import GpuInfo
 from .search import Outcome
@@ -88,9 +88,8 @@ def rekeyed(record: Record, template: str, proven: set[str], proof: str) -> Reco
         raise ValueError(f"{record.variant}: chosen configurations {unproven} are not among the proven instances")
     timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in proven}
     steps = [*record.method.get("rekeyed", []), {"from_template": record.template, "proof": proof}]  # oldest first
-    method = {**record.method, "rekeyed": steps}
-    return Record(record.variant, record.content_key, template, record.gpu, record.buckets, timings, {},
-                  record.choice, record.toolchain, method)
+    return replace(record, template=template, timings=timings, failures={},
+                   method={**record.method, "rekeyed": steps})
 
 
 def record_file(directory: Path, gpu: GpuInfo) -> Path:
@@ -113,23 +112,28 @@ def read_file(path: Path) -> tuple[GpuInfo, dict[str, Record]] | None:
         return None
 
 
-def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool]) -> tuple[Record, Path] | None:
-    """The first record for v and this template whose GPU `accept`s, searching directories in order."""
+def search_dirs() -> list[Path]:
+    """Where records are looked up, in order: the user's tuning directory, then the shipped records."""
+    return [knobs.tuning_dir(), resources.tuned_dir()]
+
+
+def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
+         pattern: str = "*.json") -> tuple[Record, Path] | None:
+    """The first record for v and this template whose GPU `accept`s, searching directories in order
+    (record files matching `pattern`)."""
     key, template = v.content_key(), template_hash()
     for directory in directories:
-        for path in sorted(directory.glob("*.json")):
-            found = read_file(path)
-            if found is None or not accept(found[0]):
-                continue
-            record = found[1].get(key)
-            if record is not None and record.template == template:
+        for path, gpu, record in all_records(directory, pattern):
+            if record.content_key == key and record.template == template and accept(gpu):
                 return record, path
     return None
 
 
 def lookup(directories: list[Path], gpu: GpuInfo, v: Variant) -> tuple[Record, Path] | None:
-    """The first valid record for v on this GPU model and this template, searching directories in order."""
-    return find(directories, v, gpu.matches)
+    """The first valid record for v on this GPU model and this template, searching directories in order.
+    Only this model's file is read: `write` files a record under the slug of the GPU it was tuned on,
+    and `gpu.matches` accepts exactly the GPUs with that slug."""
+    return find(directories, v, gpu.matches, pattern=record_file(Path(), gpu).name)
 
 
 @contextlib.contextmanager
@@ -185,9 +189,9 @@ def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
     return path
 
 
-def all_records(directory: Path) -> list[tuple[Path, GpuInfo, Record]]:
+def all_records(directory: Path, pattern: str = "*.json") -> list[tuple[Path, GpuInfo, Record]]:
     out = []
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(directory.glob(pattern)):
         found = read_file(path)
         if found is not None:
             out += [(path, found[0], r) for r in found[1].values()]
