@@ -71,12 +71,13 @@ def _want(dtypes: tuple[str, ...], shape: tuple[int | str, ...]) -> str:
 
 
 def _tensor(arg: str, dtypes: tuple[str, ...], shape: tuple[int | str, ...], align: int = 0,
-            rows: int = 0, message: str = "") -> list[Check]:
-    """dtype and shape, then contiguity (or row contiguity), device and alignment checks of one argument."""
+            message: str = "") -> list[Check]:
+    """dtype and shape, then contiguity (x: row contiguity, every row `align`-byte aligned), device and
+    alignment checks of one argument."""
     out = [Check(arg, "dtype_shape", message or f"{arg} must be {_want(dtypes, shape)}", dtypes, shape)]
     if arg == "x":
-        out.append(Check(arg, "rows", f"x rows must be contiguous, each starting {rows}-byte aligned "
-                                      f"(row stride a multiple of {rows} bytes)", value=rows))
+        out.append(Check(arg, "rows", f"x rows must be contiguous, each starting {align}-byte aligned "
+                                      f"(row stride a multiple of {align} bytes)", value=align))
     else:
         out.append(Check(arg, "contiguous", f"{arg} must be contiguous"))
         out.append(Check(arg, "device", f"{arg} must be on x's device"))
@@ -90,7 +91,7 @@ def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
     """The checks of variant v's symbol, in the order both languages apply them (the first failure is reported).
 
     v must be resolved; x_align is the x alignment every compiled configuration accepts."""
-    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.head_dim), x_align, rows=x_align)
+    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.head_dim), x_align)
     checks += _tensor("out_loc", INDEX_DTYPES, ("N",))
     if v.norm != "none":
         checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)

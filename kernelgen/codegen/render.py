@@ -65,7 +65,7 @@ def summary(v: Variant) -> str:
 def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
     """Everything the template needs, decided here so the template stays declarative."""
     v = resolve(v)
-    layout = layout_of(v)
+    layout, xa = layout_of(v), x_align(v, plan)
     return {
         "kernelgen_version": __version__,
         "spec_name": v.spec_name or "(none)",
@@ -92,8 +92,8 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_size": v.page_size,
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
-        "x_align": x_align(v, plan),
-        "checks": cpp_checks(v, layout, x_align(v, plan)),
+        "x_align": xa,
+        "checks": cpp_checks(v, layout, xa),
         "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],

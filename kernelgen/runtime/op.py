@@ -169,7 +169,8 @@ class Op:
 
     def launch(self, x: torch.Tensor, weight: Any, bias: Any, freqs: Any, positions: Any,
                out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
-        """The unchecked call. It runs on torch's current stream, also under CUDA-graph capture:
+        """The call without Python's checks (the exported symbol still checks every argument, in the same
+        words, and raises ValueError). It runs on torch's current stream, also under CUDA-graph capture:
         tvm-ffi sets its environment stream from the first CUDA torch tensor of a call (the
         stream and graph tests in tests/test_gpu.py hold it to that)."""
         if weight is None or bias is None or freqs is None or positions is None:
@@ -182,7 +183,7 @@ class Op:
 
     def launch_config(self, config: int, pdl: bool, x: torch.Tensor, weight: Any, bias: Any, freqs: Any,
                       positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
-        """The unchecked call with one compiled configuration (index into op.plan.configs), for tuning and tests."""
+        """`launch` with one compiled configuration (index into op.plan.configs), for tuning and tests."""
         empty = _placeholder(x.device)
         args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
         self.config_function(*args, float(eps), int(config), bool(pdl))

@@ -54,8 +54,9 @@ def register(op: Op) -> Any:
     if name not in _registered:
         lib = _lib()
         lib.define(name + SCHEMA)
-        lib.impl(name, _impl(name), "CUDA")
-        lib.impl(name, _impl(name), "CPU")  # so a CPU tensor gets kernelgen's message, not a dispatch error
+        impl = _impl(name)
+        lib.impl(name, impl, "CUDA")
+        lib.impl(name, impl, "CPU")  # so a CPU tensor gets kernelgen's message, not a dispatch error
         torch.library.register_fake(f"{NAMESPACE}::{name}", _fake(name), lib=lib)
     _registered[name] = op
     return getattr(torch.ops.kernelgen, name)
