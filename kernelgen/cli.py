@@ -93,6 +93,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _toolchain() -> tc.Toolchain:
+    """The detected toolchain, saying which nvcc compiles."""
+    toolchain = tc.detect()
+    err.print(f"nvcc: {toolchain.describe()}", markup=False)
+    return toolchain
+
+
 @contextlib.contextmanager
 def _ninja_progress(what: str) -> Iterator[Callable[[int, int, str], None]]:
     """Rich progress (steps done / total, the current one, elapsed) on a terminal; plain lines otherwise."""
@@ -128,8 +135,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.all:
         variants, skipped = one_per_layout(variants)
     start = time.monotonic()
-    toolchain = tc.detect()
-    err.print(f"nvcc: {toolchain.describe()}", markup=False)
+    toolchain = _toolchain()
     with _ninja_progress("compiling") as progress:
         results = compile_only(variants, toolchain, archs, args.jobs, progress=progress)
     table = Table(title=f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", title_justify="left")
@@ -150,16 +156,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     from .build.lifecycle import build
 
     archs = tc.resolve_archs(args.arch)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     start = time.monotonic()
-    toolchain = tc.detect()
-    err.print(f"nvcc: {toolchain.describe()}", markup=False)
+    toolchain = _toolchain()
     with _ninja_progress("building") as progress:
         artifacts = build(variants, toolchain, archs, Path(args.cache_dir) if args.cache_dir else None, args.jobs,
                           progress=progress)

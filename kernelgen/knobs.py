@@ -20,8 +20,7 @@ class Knob:
         return os.environ.get(self.name) not in (None, "")
 
     def get(self) -> str | None:
-        value = os.environ.get(self.name)
-        return value if value not in (None, "") else self.default
+        return os.environ[self.name] if self.is_set() else self.default
 
 
 CACHE_DIR = Knob("KERNELGEN_CACHE_DIR", "where built kernels live (default: $XDG_CACHE_HOME/kernelgen)")

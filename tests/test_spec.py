@@ -196,3 +196,12 @@ def test_a_typo_suggests_the_closest_name() -> None:
     spec = load_spec("dsv4_indexer")
     with pytest.raises(SpecError, match=r"did you mean dsv4_indexer_fp8_p64\?"):
         spec.variant("dsv4_indexer_fp8_p65")
+
+
+def test_the_spec_axes_are_every_field_but_name_launch_and_provenance() -> None:
+    """math_fields (and so content keys, records and exports) are the AXES: a new Variant field must join them."""
+    from dataclasses import fields
+
+    from kernelgen.spec.variant import AXES, Variant
+
+    assert set(AXES) == {f.name for f in fields(Variant)} - {"name", "launch", "spec_name", "origin", "origins"}

@@ -66,8 +66,13 @@ def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fie
     """Scatter per-token field bytes into the cache for rows whose out_loc is a valid slot. With
     all_valid the caller guarantees every slot is valid: no mask, so no data-dependent shape (one
     torch.compile graph, no host sync)."""
-    valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
-    if not all_valid:
+    import torch
+
+    if all_valid:  # no validity mask to build: every slot is in the pool
+        loc = out_loc.to(device=cache.device, dtype=torch.int64)
+        page, off = loc // layout.page_size, loc % layout.page_size
+    else:
+        valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
         page, off = page[valid], off[valid]
     for f in layout.fields:
         data = fields[f.name] if all_valid else fields[f.name][valid.to(fields[f.name].device)]

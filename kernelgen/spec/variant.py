@@ -89,9 +89,9 @@ class Variant:
         return replace(self, launch=launch)
 
     def math_fields(self) -> dict[str, object]:
-        """The math and the layout: every field but the name, the launch configuration and provenance."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("name", "launch", "spec_name", "origin", "origins")}
+        """The math and the layout: the spec axes, i.e. every field but the name, the launch configuration
+        and provenance (tests/test_spec.py holds AXES to that)."""
+        return {axis: getattr(self, axis) for axis in AXES}
 
     def content_key(self) -> str:
         """Hash of math_fields(): what a tuning record or an export is keyed by."""
