@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 import kernelgen
+from kernelgen.measure.inputs import rope_table
 from kernelgen.measure.verify import expected
 
 PAGE = 64
@@ -53,18 +54,11 @@ class Sequence:
         return out
 
 
-def rope_table(max_pos: int, rope_dim: int) -> torch.Tensor:
-    half = rope_dim // 2
-    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
-    ang = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.stack([ang.cos(), ang.sin()], dim=-1).reshape(max_pos, rope_dim).float().cuda()
-
-
 def run(index_dir: str, mainkv_dir: str) -> int:
     index_op = kernelgen.load_exported(index_dir, "dsv4_indexer_bf16_p64")
     mainkv_op = kernelgen.load_exported(mainkv_dir, "dsv4_mainkv_fp8mla_p64")
     pools = {"index": Pool(index_op, 256), "mainkv": Pool(mainkv_op, 256)}
-    freqs = rope_table(8192, 64)
+    freqs = rope_table(64, 8192).cuda()  # (cos, sin) pairs, as kernelgen's tests build them
     weights = {"index": torch.rand(128, device="cuda") + 0.5, "mainkv": torch.rand(512, device="cuda") + 0.5}
     dims = {"index": 128, "mainkv": 512}
     sequences = {kind: [Sequence() for _ in range(4)] for kind in pools}  # each pool has its own page table

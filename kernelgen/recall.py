@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .layout import codec
 from .layout.layout import layout_of
 from .measure import reference
+from .measure.inputs import rope_table
 from .spec.parse import load_spec
 from .spec.variant import Variant
 
@@ -116,16 +117,6 @@ def study_variants(stores: Sequence[str], spec: str = DEFAULT_SPEC,
     return out
 
 
-def rope_table(v: Variant, max_pos: int, base: float = 10000.0) -> torch.Tensor:
-    """[max_pos, rope_dim] float32 (cos, sin) pairs, as kernelgen.measure.inputs builds them."""
-    import torch
-
-    half = max(v.rope_dim // 2, 1)
-    inv_freq = base ** (-torch.arange(half, dtype=torch.float64) / half)
-    angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    return torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(max_pos, -1)[:, :v.rope_dim].float()
-
-
 def make_world(v: Variant, model: KeyModel, max_pos: int, seed: int) -> World:
     import torch
 
@@ -139,7 +130,7 @@ def make_world(v: Variant, model: KeyModel, max_pos: int, seed: int) -> World:
     outlier_sign = torch.where(torch.rand(model.outlier_channels, generator=g) < 0.5, -1.0, 1.0)
     weight = 1 + model.norm_weight_std * torch.randn(d, generator=g)
     return World(basis.float(), scales, mean, outlier_idx, outlier_sign, weight,
-                 rope_table(v, max_pos, model.rope_base))
+                 rope_table(v.rope_dim, max_pos, model.rope_base))
 
 
 def pre_norm_block(world: World, model: KeyModel, start: int, count: int, seed: int) -> torch.Tensor:
@@ -265,13 +256,13 @@ def plant_needles(context: torch.Tensor, ref: torch.Tensor, q: torch.Tensor, w: 
     return blend(hi), target
 
 
-def _retrieved(context_scores: torch.Tensor, scores: torch.Tensor, k: int) -> torch.Tensor:
+def _retrieved(ascending: torch.Tensor, scores: torch.Tensor, k: int) -> torch.Tensor:
     """Whether each needle (scored alone against the context) is in the top-k: fewer than k context
-    scores strictly above it. context_scores [Q, N], scores [Q, M] -> bool [Q, M]."""
+    scores strictly above it. ascending: the context scores [Q, N] sorted along N (once per context and
+    store, for every k); scores [Q, M] -> bool [Q, M]."""
     import torch
 
-    ascending = context_scores.sort(dim=1).values
-    above = context_scores.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
+    above = ascending.shape[1] - torch.searchsorted(ascending, scores.contiguous(), right=True)
     return above < k
 
 
@@ -312,6 +303,7 @@ def run_study(contexts: Sequence[int] = DEFAULT_CONTEXTS, topk: Sequence[int] = 
             err = (scores[s] - ref).square().mean(1).sqrt() / ref.std(dim=1)
             rows.append(Row(s, n, 0, "score_error", None, *_stats(err)))
         gen = _gen(seed, 3, n)
+        ascending = {s: scores[s].sort(dim=1).values for s in stores} if margins and needles > 0 else {}
         for k in sorted({int(k) for k in topk}):
             if k >= n:
                 continue
@@ -323,7 +315,7 @@ def run_study(contexts: Sequence[int] = DEFAULT_CONTEXTS, topk: Sequence[int] = 
             flat = planted.reshape(-1, planted.shape[-1])
             for s in stores:
                 mine = decode_store(variants[s], s, flat).reshape(planted.shape)
-                hit = _retrieved(scores[s], needle_scores(mine, q, w), k).reshape(queries, len(margins), needles)
+                hit = _retrieved(ascending[s], needle_scores(mine, q, w), k).reshape(queries, len(margins), needles)
                 for i, margin in enumerate(margins):
                     rows.append(Row(s, n, k, "needle", float(margin), *_stats(hit[:, i].to(torch.float64))))
     return rows

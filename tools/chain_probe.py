@@ -19,7 +19,6 @@ from kernelgen.bench import empty_kernel_floor_us
 from kernelgen.build import toolchain as tc
 from kernelgen.build.lifecycle import build
 from kernelgen.codegen.guards import violations
-from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
 from kernelgen.measure.inputs import workload_inputs
 from kernelgen.measure.timing import graph_replay_us, launch_args
 from kernelgen.runtime.op import Op, current_gpu, tuned_plan
@@ -63,9 +62,8 @@ def main() -> int:
             for stage, s in stripped(base).items():
                 jobs.append((name, stage, n, replace(s, name=f"{s.name}_{launch.id.replace('.', '_')}", launch=launch)))
     unique = {j[3].name: j[3] for j in jobs}
-    plans = [plan_routes(v, [(ALL_TOKENS, v.launch)]) for v in unique.values()]
-    ops = {a.variant.name: Op(a) for a in build(list(unique.values()), tc.detect(), tc.resolve_archs(None),
-                                                 launch_plans=plans)}
+    # each copy's default plan is its one launch (the routed one, PDL included)
+    ops = {a.variant.name: Op(a) for a in build(list(unique.values()), tc.detect(), tc.resolve_archs(None))}
     floor = empty_kernel_floor_us()
     rows = []
     for name, stage, n, v in jobs:

@@ -8,9 +8,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_build_keys import FIXED_TOOLCHAIN  # noqa: E402
+from test_build_keys import current_keys
 
-from kernelgen.build.lifecycle import plan  # noqa: E402
-from kernelgen.spec.parse import shipped_variants  # noqa: E402
-
-print(json.dumps({p.variant.name: p.key for p in plan(shipped_variants(), FIXED_TOOLCHAIN, ("sm_90a",))}, indent=1))
+print(json.dumps(current_keys(), indent=1))

@@ -17,16 +17,17 @@ import argparse
 import concurrent.futures
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from kernelgen.build import toolchain as tc
-from kernelgen.build.buildplan import CUDA_FLAGS, gencode_flags
+from sass_count import (  # tools/ is on sys.path when this script runs
+    find_cuobjdump,
+    kernels,
+)
+
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
 from kernelgen.codegen.render import render_variant
 from kernelgen.resources import include_dir
@@ -55,18 +56,6 @@ def arch_of(gpu: records.GpuInfo) -> str:
     return f"sm_{gpu.capability.replace('.', '')}a"
 
 
-def kernels(source: Path, include: Path, arch: str, cuobjdump: str) -> dict[str, str]:
-    """SASS of every kernel in the compiled source, by function name."""
-    toolchain = tc.detect()
-    obj = source.with_suffix(".o")
-    includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
-    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
-                    str(obj)], check=True, capture_output=True)
-    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
-    blocks = re.split(r"\n\s+Function : ", sass)[1:]
-    return {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("record_file", type=Path)
@@ -74,7 +63,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--dry-run", action="store_true", help="report only; write nothing")
     args = ap.parse_args()
-    cuobjdump = os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump")
+    cuobjdump = find_cuobjdump()
     if not cuobjdump:
         print("rekey: no cuobjdump (install CUDA's or set KERNELGEN_CUOBJDUMP=path)", file=sys.stderr)
         return 2

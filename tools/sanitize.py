@@ -10,6 +10,7 @@ import sys
 import torch
 
 from kernelgen.measure.inputs import make_inputs
+from kernelgen.measure.timing import launch_args
 from kernelgen.runtime.op import load_variant
 from kernelgen.spec.parse import shipped_variants
 
@@ -23,8 +24,7 @@ def main() -> int:
             inputs = make_inputs(op.variant, n, 4, "cuda", seed=n)
             for config in range(len(op.plan.configs)):
                 for pdl in (False, True):
-                    op.launch_config(config, pdl, inputs["x"], inputs["weight"], inputs["bias"], inputs["freqs"],
-                                     inputs["positions"], inputs["out_loc"], inputs["kvcache"], 1e-6)
+                    op.launch_config(config, pdl, *launch_args(inputs))
                     calls += 1
     torch.cuda.synchronize()
     print(f"sanitize: {calls} launches over {len(variants)} variants done")

@@ -35,29 +35,40 @@ def family(op: str) -> str:
     return next((name for name, ops in FAMILIES.items() if base in ops), "other")
 
 
+def find_cuobjdump() -> str | None:
+    """CUDA's cuobjdump, or the one KERNELGEN_CUOBJDUMP names (e.g. the copy in Triton's wheel)."""
+    return os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump")
+
+
+def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | None = None) -> dict[str, str]:
+    """SASS of every kernel in the compiled source, by function name (dump: also write the whole SASS there)."""
+    toolchain = tc.detect()
+    obj = source.with_suffix(".o")
+    includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
+    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
+                    str(obj)], check=True, capture_output=True)
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    if dump:
+        Path(dump).write_text(sass)
+    blocks = re.split(r"\n\s+Function : ", sass)[1:]
+    return {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks}
+
+
 def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
           dump: str | None = None) -> dict[str, collections.Counter[str]]:
     v = load_spec(spec).variant(variant)
     launches = [Launch.from_id(i) for i in ids]
     plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
-    toolchain = tc.detect()
-    cuobjdump = os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump") or "cuobjdump"
     with tempfile.TemporaryDirectory() as tmp:
-        src, obj = Path(tmp) / "k.cu", Path(tmp) / "k.o"
+        src = Path(tmp) / "k.cu"
         src.write_text(render_variant(v, plan=plan))
-        includes = [f"-I{d}" for d in (str(include_dir()), *toolchain.include_dirs)]
-        subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags(("sm_90a",)), "-c", str(src), "-o",
-                        str(obj)], check=True)
-        sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
-    if dump:
-        Path(dump).write_text(sass)
+        by_name = kernels(src, include_dir(), "sm_90a", find_cuobjdump() or "cuobjdump", dump)
     out: dict[str, collections.Counter[str]] = {}
-    for block in re.split(r"\n\s+Function : ", sass)[1:]:
-        name = block.splitlines()[0]
+    for name, body in by_name.items():
         m = re.search(r"_cfg(\d+)", name)
         if not m:
             continue
-        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", block)
+        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
         counter = collections.Counter(op if by_opcode else family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
         out[plan.configs[int(m.group(1))].id] = counter
     return out

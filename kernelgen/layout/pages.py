@@ -53,6 +53,18 @@ def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[
     return valid, safe // layout.page_size, safe % layout.page_size
 
 
+def written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
+    """bool, shaped like cache: the bytes of every field of the valid slots in out_loc."""
+    import torch
+
+    mask = torch.zeros_like(cache, dtype=torch.bool)
+    valid, page, off = split_slots(layout, out_loc, cache.shape[0])
+    page, off = page[valid], off[valid]
+    for f in layout.fields:
+        mask[page[:, None], slot_columns(f, off)] = True
+    return mask
+
+
 def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
     """Gather each field's bytes for the given slots: name -> uint8 [N, size] (invalid slots read as zeros)."""
     import torch

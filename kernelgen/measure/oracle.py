@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 # Only byte positions come from the library: the arithmetic below is written from the math and
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
 from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP, Layout, layout_of
-from ..layout.pages import read_fields, slot_columns, split_slots
+from ..layout.pages import read_fields, written_mask
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -429,40 +429,30 @@ def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, n
     return keep
 
 
-def _outside_changed(layout: Layout, cache: torch.Tensor, poison: torch.Tensor, loc: torch.Tensor) -> int:
-    import torch
-
-    mine = torch.zeros_like(cache, dtype=torch.bool)
-    valid, page, off = split_slots(layout, loc, cache.shape[0])
-    for f in layout.fields:
-        mine[page[valid][:, None], slot_columns(f, off[valid])] = True
-    return int(((cache != poison) & ~mine).sum())
-
-
 def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any], eps: float = 1e-6,
                          poison: torch.Tensor | None = None) -> OracleReport:
     """Hold every stored value of the written rows to the oracle; with poison (the cache before the
     write), also count bytes changed outside the written slots."""
     import torch
 
-    layout = layout_of(v)
-    cache = cache.cpu()
-    freqs, positions = inputs["freqs"], inputs["positions"]
-    out_loc = inputs["out_loc"].cpu().long()
-    max_pos = freqs.shape[0] if freqs is not None else 0
-    keep = written(v, out_loc, None if positions is None else positions.cpu(), cache.shape[0] * v.page_size, max_pos)
-
     def cpu(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.cpu()
 
+    layout = layout_of(v)
+    cache = cache.cpu()
+    freqs, positions = inputs["freqs"], cpu(inputs["positions"])
+    out_loc = inputs["out_loc"].cpu().long()
+    max_pos = freqs.shape[0] if freqs is not None else 0
+    keep = written(v, out_loc, positions, cache.shape[0] * v.page_size, max_pos)
     rows = oracle_rows(v, inputs["x"].cpu()[keep], cpu(inputs["weight"]), cpu(freqs),
-                       None if positions is None else positions.cpu()[keep], eps, cpu(inputs["bias"]))
+                       None if positions is None else positions[keep], eps, cpu(inputs["bias"]))
     width = rows.bound()
     values = _Span(rows.value, rows.value - width, rows.value + width)
     if v.round_through_bf16:  # the stored math is defined on the bf16-rounded row
         values = values.map(lambda t: round_to(t, BF16))
     checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
-    outside = 0 if poison is None else _outside_changed(layout, cache, poison.cpu(), torch.where(keep, out_loc, -1))
+    outside = 0 if poison is None else int(((cache != poison.cpu()) & ~written_mask(layout, cache, torch.where(
+        keep, out_loc, -1))).sum())
     amax = rows.value.abs().amax(-1).clamp_min(1e-30)
     window = float((width.amax(-1) / amax).max()) if keep.any() else 0.0
     return OracleReport(v.name, int(keep.sum()), tuple(checks), outside, window, scale_tol)

@@ -5,8 +5,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..layout import codec
-from ..layout.layout import Layout, layout_of
-from ..layout.pages import pages_of, read_fields, slot_columns, split_slots
+from ..layout.layout import layout_of
+from ..layout.pages import pages_of, read_fields, written_mask
 from ..spec.variant import Variant
 from . import reference
 from .inputs import make_inputs
@@ -41,17 +41,6 @@ class Report:
         return {**asdict(self), "ok": self.ok}
 
 
-def _written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    mask = torch.zeros_like(cache, dtype=torch.bool)
-    valid, page, off = split_slots(layout, out_loc, cache.shape[0])
-    page, off = page[valid], off[valid]
-    for f in layout.fields:
-        mask[page[:, None], slot_columns(f, off)] = True
-    return mask
-
-
 def _code_rank(codes: torch.Tensor, encoding: str) -> torch.Tensor:
     """Monotone integer rank of sign-magnitude codes, so adjacent representable values differ by 1."""
     import torch
@@ -68,7 +57,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
     layout = layout_of(v)
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], got)
     loc = torch.where(keep, inputs["out_loc"].long(), -1)
-    mask = _written_mask(layout, got, loc)
+    mask = written_mask(layout, got, loc)
     outside = int(((got != poison) & ~mask).sum())
     fg, fw = read_fields(layout, got, loc[keep]), read_fields(layout, want, loc[keep])
     bf16_bad = code_bad = code_far = codes = ue8m0_bad = 0
