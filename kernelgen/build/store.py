@@ -25,7 +25,7 @@ from ..spec.variant import Variant
 
 CACHE_LAYOUT = "v1"  # bump when the artifact directory format changes
 STAGING_PREFIX = ".staging-"
-_STAGING = re.compile(r"\.staging-(\d+)-")
+_STAGING = re.compile(re.escape(STAGING_PREFIX) + r"(\d+)-")
 log = logging.getLogger("kernelgen.build")
 
 
@@ -112,15 +112,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_dead_staging(root: Path) -> list[Path]:
+def clean_dead_staging(root: Path) -> None:
     """Remove staging directories whose builder process is gone (killed mid-build or mid-publish)."""
-    removed = []
     for path in root.glob(f"{STAGING_PREFIX}*"):
         m = _STAGING.match(path.name)
         if m and not _alive(int(m.group(1))):
             shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
 
 
 def publish(sub: Path, a: Artifact, manifest: dict[str, object]) -> None:
