@@ -335,3 +335,27 @@ def test_bench_command_writes_its_json(tmp_path: Path) -> None:
         assert r["us"] > data["floor_us"] / 2 and r["launch"]
         tbps = r["bytes"] / (r["us"] * 1e-6) / 1e12
         assert abs(tbps - r["tbps"]) < 0.01 and abs(100 * tbps * 1e3 / data["roofline_gbs"] - r["roofline_pct"]) < 0.2
+
+
+@pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_mainkv_fp8mla_p64"])
+def test_looping_configurations_are_exact_over_many_waves(session_cache: Path, name: str) -> None:
+    """A looping launch (one wave of blocks walks the tokens, next token prefetched) writes the reference's
+    bytes when each block walks many tokens, padding, skipped slots and the ragged last block included."""
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.spec.variant import Launch
+
+    v = next(s for s in SHIPPED if s.name == name)
+    looped = [Launch(4, 16, 8, loop=True), Launch(16, 4, 8, True, loop=True)]
+    plan = plan_routes(v, [(ALL_TOKENS, looped[0])], tuple(looped))
+    [artifact] = build([v], toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=[plan])
+    op = Op(artifact)
+    failures = []
+    for index, config in enumerate(op.plan.configs):
+        for pdl in (False, True):
+            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
+                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+            for n in (1, 5000, 100_003):
+                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
+                if not report.ok:
+                    failures.append((config.id, pdl, n, report.as_dict()))
+    assert not failures, failures

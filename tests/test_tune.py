@@ -151,7 +151,7 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
 
 def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
     a, b = Launch(32, 2, 4), Launch(16, 4, 8)
-    pick = lambda r: select(r.timings, r.buckets, DEFAULT)  # noqa: E731
+    pick = lambda r: select(r.timings, r.buckets, DEFAULT)
     records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 5.0, 4096: 5.0}, a.id: {1: 2.0, 4096: 9.0}}, []), pick)
     records.write(tmp_path, _record(H200, {b.id: {1: 9.0, 4096: 1.0}}, []), pick)
     [(_, _, merged)] = records.all_records(tmp_path)
@@ -186,8 +186,10 @@ def test_a_corrupt_record_file_is_ignored(tmp_path: Path) -> None:
 
 
 def test_launch_ids_round_trip() -> None:
-    for launch in (Launch(8, 8, 8), Launch(32, 2, 4, True, True), Launch(1, 64, 2, False, True)):
+    for launch in (Launch(8, 8, 8), Launch(32, 2, 4, True, True), Launch(1, 64, 2, False, True),
+                   Launch(4, 16, 8, loop=True), Launch(4, 16, 8, True, True, True)):
         assert Launch.from_id(launch.id) == launch
+    assert Launch(4, 16, 8, loop=True, pdl=True).id == "t4.b16.v8.lp.pdl"
     with pytest.raises(ValueError, match="not a launch id"):
         Launch.from_id("t8.b8")
     assert isinstance(Outcome(), Outcome)
@@ -290,3 +292,13 @@ def test_lookup_reads_only_the_gpus_own_record_file(tmp_path: Path, caplog: pyte
     with caplog.at_level("WARNING"):
         assert records.find([tmp_path], V, lambda gpu: gpu.capability == "9.0") is not None
     assert "corrupt" in caplog.text  # a search by capability reads every file
+
+
+def test_loop_is_off_unless_a_spec_opts_in() -> None:
+    from kernelgen.tune.space import candidates, default_space
+
+    plain, _ = candidates(V, default_space(V))
+    assert not any(c.loop for c in plain)
+    opted, _ = candidates(V, default_space(V, {"loop": (False, True)}))
+    assert {c.loop for c in opted} == {False, True}
+    assert {replace(c, loop=False) for c in opted} == set(plain)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
 # the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench ncu host probe.
+# 8 files). Phases: test sanitize tune bench ncu host probe loop.
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
@@ -51,6 +51,8 @@ for phase in "$@"; do
       done ;;
     probe)
       python3 tools/chain_probe.py --json "$RES/chain_probe.json" 2>&1 | tee "$RES/chain_probe.log" | tail -70 ;;
+    loop)
+      python3 tools/loop_probe.py --json "$RES/loop_probe.json" 2>&1 | tee "$RES/loop_probe.log" | tail -70 ;;
     host)
       python3 tools/host_profile.py 2>&1 | tee "$RES/host_profile.log" ;;
   esac

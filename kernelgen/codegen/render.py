@@ -108,7 +108,8 @@ def x_align(v: Variant, plan: LaunchPlan) -> int:
 
 def _config(index: int, c: Launch) -> dict[str, Any]:
     return {"index": index, "summary": c.describe(), "threads_per_token": c.threads_per_token,
-            "tokens_per_block": c.tokens_per_block, "vec": c.vec, "prefetch": _cpp_bool(c.prefetch)}
+            "tokens_per_block": c.tokens_per_block, "vec": c.vec, "prefetch": _cpp_bool(c.prefetch),
+            "loop": _cpp_bool(c.loop)}
 
 
 def _cpp_bool(flag: bool) -> str:

@@ -25,7 +25,7 @@ from .yamlsrc import MAX_SPEC_BYTES, Located, load_yaml, quote, where_in_text
 
 TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "tune")
 # The tuner's parameters a `tune:` section may set (kernelgen.tune.space declares them), and buckets.
-TUNE_KEYS = ("threads_per_token", "vec", "block_threads", "prefetch", "pdl", "buckets")
+TUNE_KEYS = ("threads_per_token", "vec", "block_threads", "prefetch", "pdl", "loop", "buckets")
 VARIANT_KEYS = ("name", *AXES, "launch")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = re.compile(r"__|_[A-Z]")  # identifiers C++ reserves for the implementation
@@ -276,7 +276,7 @@ def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[o
         path = ("tune", key)
         if not isinstance(values, list) or not values:
             raise _fail(src, path, f"tune.{key} must be a non-empty list of values")
-        want_bool = key in ("prefetch", "pdl")
+        want_bool = key in LAUNCH_FLAGS
         for i, value in enumerate(values):
             ok = isinstance(value, bool) if want_bool else (isinstance(value, int) and not isinstance(value, bool)
                                                             and 0 < value <= (1 << 24))

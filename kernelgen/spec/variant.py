@@ -28,16 +28,17 @@ class Launch:
     vec: int = 0  # elements per vector load; each thread holds chunks * vec elements
     prefetch: bool = False  # issue weight, bias and freqs loads at kernel entry, beside the row load
     pdl: bool = False  # launch with programmatic dependent launch (overlaps the previous kernel's tail)
+    loop: bool = False  # one wave of blocks walks the tokens, the next token's loads issued before the current math
 
     def describe(self) -> str:
-        flags = "".join(f" {name}" for name in ("prefetch", "pdl") if getattr(self, name))
+        flags = "".join(f" {name}" for name in ("prefetch", "loop", "pdl") if getattr(self, name))
         return f"threads_per_token={self.threads_per_token} tokens_per_block={self.tokens_per_block} vec={self.vec}{flags}"
 
     @property
     def id(self) -> str:
         """A short stable name, e.g. 't8.b8.v8' or 't32.b2.v4.pf.pdl' (tuning records use it as a key)."""
         return (f"t{self.threads_per_token}.b{self.tokens_per_block}.v{self.vec}" + (".pf" if self.prefetch else "")
-                + (".pdl" if self.pdl else ""))
+                + (".lp" if self.loop else "") + (".pdl" if self.pdl else ""))
 
     @classmethod
     def from_id(cls, text: str) -> Launch:
@@ -45,11 +46,11 @@ class Launch:
         try:
             t, b, v = (int(part[1:]) for part in parts[:3])
         except ValueError:
-            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.pdl]") from None
+            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.lp][.pdl]") from None
         flags = set(parts[3:])
-        if [p[0] for p in parts[:3]] != ["t", "b", "v"] or not flags <= {"pf", "pdl"}:
-            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.pdl]")
-        return cls(t, b, v, "pf" in flags, "pdl" in flags)
+        if [p[0] for p in parts[:3]] != ["t", "b", "v"] or not flags <= {"pf", "lp", "pdl"}:
+            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.lp][.pdl]")
+        return cls(t, b, v, "pf" in flags, "pdl" in flags, "lp" in flags)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "round_through_bf16": (bool, None),
 }
 LAUNCH_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Launch))
-LAUNCH_FLAGS: tuple[str, ...] = ("prefetch", "pdl")  # the boolean launch options
+LAUNCH_FLAGS: tuple[str, ...] = ("prefetch", "pdl", "loop")  # the boolean launch options
 
 _STORE_SHORT = {"fp8_e4m3": "fp8", "bf16": "bf16", "fp4_e2m1": "fp4", "fp8_flashmla": "fp8mla"}
 _STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}

@@ -37,6 +37,9 @@ PARAMS: tuple[Param, ...] = (
           lambda v: (False, True)),
     Param("pdl", "programmatic dependent launch (overlaps the previous kernel's tail; a launch option)",
           lambda v: (False, True)),
+    Param("loop", "one wave of blocks walks the tokens, loading the next token while computing the current "
+          "(off by default until measured: a spec opts in with `tune: {loop: [false, true]}`)",
+          lambda v: (False,)),
 )
 PARAM_NAMES = tuple(p.name for p in PARAMS)
 # The guards that constrain the launch; the other guards are about the variant itself.
@@ -61,8 +64,8 @@ def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = 
     return Space(tuple((p.name, tuple(overrides.get(p.name, p.values(v)))) for p in PARAMS))
 
 
-def point(threads_per_token: int, vec: int, block_threads: int, prefetch: bool, pdl: bool) -> Launch:
-    return Launch(threads_per_token, max(block_threads // threads_per_token, 1), vec, prefetch, pdl)
+def point(threads_per_token: int, vec: int, block_threads: int, prefetch: bool, pdl: bool, loop: bool = False) -> Launch:
+    return Launch(threads_per_token, max(block_threads // threads_per_token, 1), vec, prefetch, pdl, loop)
 
 
 def rejection(v: Variant, launch: Launch) -> str | None:
@@ -79,8 +82,8 @@ def candidates(v: Variant, space: Space) -> tuple[list[Launch], list[tuple[Launc
     first among the valid points, so ties resolve to it."""
     valid: list[Launch] = [resolve(v).launch]
     rejected: list[tuple[Launch, str]] = []
-    for t, vec, block, pf, pdl in itertools.product(*(space.get(n) for n in PARAM_NAMES)):
-        launch = point(int(t), int(vec), int(block), bool(pf), bool(pdl))  # type: ignore[arg-type]
+    for t, vec, block, pf, pdl, loop in itertools.product(*(space.get(n) for n in PARAM_NAMES)):
+        launch = point(int(t), int(vec), int(block), bool(pf), bool(pdl), bool(loop))  # type: ignore[arg-type]
         why = rejection(v, launch)
         if why:
             rejected.append((launch, why))

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -81,12 +82,6 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
 #pragma unroll
     for (int j = 0; j < kPiece; ++j) dst[i + j] = part[j];
   }
-}
-
-template <class Cfg>
-__device__ __forceinline__ void load_row(Row<Cfg>& r, const typename Cfg::In* x) {
-#pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) load_wide(x + r.first(c), r.v[c]);
 }
 
 // ---- norm ----------------------------------------------------------------------------------
@@ -463,41 +458,108 @@ __device__ __forceinline__ void pdl_wait_then_release() {
 #endif
 }
 
+// What a token needs from memory before any arithmetic: its indices and its row of x, kept as the
+// loaded words (converted to float in process()), so a loop can hold the next token's loads in flight
+// while it computes the current one without twice the registers of a float row.
 template <class Cfg>
-__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
+struct Fetched {
+  static constexpr int kBytes = Cfg::kVec * Cfg::kInBytes;  // one chunk's vector of x
+  static constexpr int kPieceBytes = kBytes > 16 ? 16 : kBytes;
+  static constexpr int kPieces = kBytes / kPieceBytes;
+  using W = typename Word<kPieceBytes>::type;
+  W x[Geometry<Cfg>::kChunks][kPieces];
+  int64_t token;  // the row read (padding lanes past the last token read the last one)
+  int64_t loc;
+  int64_t pos;
+  bool in_range;
+};
+
+// Lanes past the last token redo the last token and write nothing: every lane of a warp stays on
+// the path, so shuffles can name the whole warp (see kWarp). The index loads and the row load are
+// issued together, before any test: one memory latency per token instead of three.
+template <class Cfg>
+__device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t slot_token, int lane) {
   using G = Geometry<Cfg>;
-  pdl_wait_then_release();
-  // Lanes past the last token redo the last token and write nothing: every lane of a warp stays
-  // on the path, so shuffles can name the whole warp (see kWarp).
-  const int64_t slot_token = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
-  const bool in_range = slot_token < p.num_tokens;
-  const int64_t token = in_range ? slot_token : p.num_tokens - 1;
-  // Issue the index loads and the row load together, before any test: one memory latency
-  // per token instead of three. Padding rows load x for nothing, which costs little.
-  const int64_t loc = load_index(p.out_loc, p.out_loc_i64, token);
-  const int64_t pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
+  using F = Fetched<Cfg>;
+  f.in_range = slot_token < p.num_tokens;
+  f.token = f.in_range ? slot_token : p.num_tokens - 1;
+  f.loc = load_index(p.out_loc, p.out_loc_i64, f.token);
+  f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, f.token) : 0;
+  const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + f.token * p.x_row_stride);
+#pragma unroll
+  for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+    for (int i = 0; i < F::kPieces; ++i)
+      f.x[c][i] = __ldg(reinterpret_cast<const typename F::W*>(row + ((c * G::kT + lane) * G::kVec) * Cfg::kInBytes +
+                                                                i * F::kPieceBytes));
+}
+
+template <class Cfg>
+__device__ __forceinline__ void unpack_row(Row<Cfg>& r, const Fetched<Cfg>& f) {
+  using F = Fetched<Cfg>;
+  constexpr int kPer = Cfg::kVec / F::kPieces;  // elements per piece
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int i = 0; i < F::kPieces; ++i) {
+      const auto* elems = reinterpret_cast<const typename Cfg::In*>(&f.x[c][i]);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) r.v[c][i * kPer + k] = to_float(elems[k]);
+    }
+}
+
+// Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store.
+template <class Cfg>
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p) {
+  using G = Geometry<Cfg>;
   Row<Cfg> r;
   r.lane = threadIdx.x % G::kT;
   r.group = G::kT == 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
-  load_row(r, static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride);
-  const bool pos_ok = Cfg::kRopeDim == 0 || (pos >= 0 && pos < p.max_pos);
-  const float* freqs_row = p.freqs + (pos_ok ? pos : 0) * Cfg::kRopeDim;  // never read out of bounds
+  unpack_row(r, f);
+  const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
+  const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
   Operands<Cfg> o;
   if constexpr (Cfg::kPrefetch) {
     load_weights(o, r, p);
     if (pos_ok) load_freqs(o, r, freqs_row);
   }
   // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
-  const bool write = in_range && loc >= 0 && loc < p.num_slots && pos_ok;
+  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;
   // The norm runs before the early exit: it needs only x (and the weights), so it overlaps the freqs
   // load, and x's loads stay at entry (with the exit first, nvcc sinks them below it: one more
   // round of memory latency per call, seen in the SASS).
   normalize(r, o, p);
-  if (!__any_sync(kWarp, write)) return;  // the whole warp leaves together
+  if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
   rotate(r, o, freqs_row);
   hadamard(r);
-  const int64_t safe_loc = write ? loc : 0;
+  const int64_t safe_loc = write ? f.loc : 0;
   store(r, p.cache + (safe_loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(safe_loc % Cfg::kPageSize), write);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
+  using G = Geometry<Cfg>;
+  pdl_wait_then_release();
+  const int lane = threadIdx.x % G::kT;
+  const int64_t first = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
+  Fetched<Cfg> cur;
+  fetch(cur, p, first, lane);
+  if constexpr (!Cfg::kLoop) {
+    process(cur, p);
+  } else {
+    // A grid of a few waves walks the token blocks: the next block's loads are issued before the
+    // current token is computed (software pipelining across tokens), and no block is launched per
+    // 16 tokens. `more` is the same for the whole block, so the shuffles stay warp-uniform.
+    const int64_t num_blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+#pragma unroll 1
+    for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x) {
+      Fetched<Cfg> next;
+      const bool more = b + gridDim.x < num_blocks;
+      if (more) fetch(next, p, first + (b - blockIdx.x + gridDim.x) * Cfg::kTokensPerBlock, lane);
+      process(cur, p);
+      cur = next;
+    }
+  }
 }
 
 // ---- host entry --------------------------------------------------------------------------
@@ -574,6 +636,23 @@ inline std::string describe_address(const tvm::ffi::TensorView& t, int bytes) {
          "-byte boundary";
 }
 
+// How many blocks of this configuration the device holds at once (one wave): the grid of a looping
+// configuration. Asked once per device and configuration (the answer depends on registers and SMs).
+template <class Cfg>
+int64_t resident_blocks(int device) {
+  static int64_t cached[64] = {};
+  if (device < 0 || device >= 64) device = 0;
+  if (cached[device] == 0) {
+    int per_sm = 0, sms = 0;
+    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_norm_rope_store_kernel<Cfg>,
+                                                                    Geometry<Cfg>::kBlockThreads, 0);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Cfg::kName << ": occupancy query failed: " << cudaGetErrorString(err);
+    cached[device] = std::max<int64_t>(1, int64_t(per_sm) * sms);
+  }
+  return cached[device];
+}
+
 template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
@@ -598,7 +677,8 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   using G = Geometry<Cfg>;
-  const int64_t blocks = (num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  int64_t blocks = (num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+  if constexpr (Cfg::kLoop) blocks = std::min(blocks, resident_blocks<Cfg>(x.device().device_id));
   cudaLaunchConfig_t launch = {};
   launch.gridDim = dim3(static_cast<unsigned>(blocks));
   launch.blockDim = dim3(G::kBlockThreads);
