@@ -15,7 +15,7 @@ SPECS=${SPECS:-"dsv4_indexer dsv4_mainkv dsv32_indexer example"}
 for phase in "$@"; do
   case $phase in
     test)
-      python3 -m pytest -q -m gpu -rs 2>&1 | tee "$RES/pytest_gpu.log" | tail -15
+      python3 -m pytest -q -m gpu -rs ${PYTEST_ARGS:-} 2>&1 | tee "$RES/pytest_gpu.log" | tail -15
       grep -q " failed" "$RES/pytest_gpu.log" && { echo "GPU tests failed: stopping"; tar -C "$RES" -czf "$OUT/results.tgz" .; break; } ;;
     sanitize)
       for tool in memcheck racecheck; do
