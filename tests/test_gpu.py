@@ -345,7 +345,7 @@ def test_looping_configurations_are_exact_over_many_waves(session_cache: Path, n
     from kernelgen.spec.variant import Launch
 
     v = next(s for s in SHIPPED if s.name == name)
-    looped = [Launch(4, 16, 8, loop=True), Launch(16, 4, 8, True, loop=True)]
+    looped = [Launch(8, 8, 8, loop=True), Launch(16, 4, 8, True, loop=True)]
     plan = plan_routes(v, [(ALL_TOKENS, looped[0])], tuple(looped))
     [artifact] = build([v], toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=[plan])
     op = Op(artifact)
