@@ -30,8 +30,8 @@ CUDA_ARCH_LIST = Knob(
 )
 JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: ninja's choice)")
 CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
-PDL = Knob("KERNELGEN_PDL", "set to 0 to launch without programmatic dependent launch even where a tuning record "
-           "chose it (default: as tuned)")
+PDL = Knob("KERNELGEN_PDL", "set to 0 to launch (and export) without programmatic dependent launch even where a "
+           "tuning record chose it (default: as tuned)")
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")

@@ -145,6 +145,11 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
         assert tuned_plan(V, B200) == (plan_routes(V, [(ALL_TOKENS, DEFAULT)]), "defaults")
         with knobs.scope(PDL="0"):
             assert tuned_plan(V, RTX)[0].launch_for(1) == replace(fast, pdl=False)
+        from kernelgen.runtime.export import plan_for_arch
+
+        assert plan_for_arch(V, "sm_120a")[0].launch_for(1) == fast
+        with knobs.scope(PDL="0"):  # an export compiles its routes in: the knob applies at export time
+            assert plan_for_arch(V, "sm_120a")[0].launch_for(1) == replace(fast, pdl=False)
         with knobs.scope(TUNED="0"):
             assert tuned_plan(V, RTX)[1] == "defaults"
 

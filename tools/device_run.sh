@@ -27,8 +27,8 @@ for phase in "$@"; do
       for spec in $SPECS; do
         python3 -m kernelgen tune "$spec" --gpus "$GPUS" --out cache > "$RES/tune_$spec.log" 2>&1
         grep -E "configurations timed|error" "$RES/tune_$spec.log" | tail -30
-      done
-      cp cache/*.json "$RES/" ;;
+        cp cache/*.json "$RES/"; tar -C "$RES" -czf "$OUT/results.tgz" .  # a run cut short keeps the specs done
+      done ;;
     bench)
       for spec in ${BENCH_SPECS:-$SPECS}; do
         for w in prefill decode; do

@@ -62,7 +62,7 @@ def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.cu"
         src.write_text(render_variant(v, plan=plan))
-        by_name = kernels(src, include_dir(), "sm_90a", find_cuobjdump() or "cuobjdump", dump)
+        by_name = kernels(src, include_dir(), os.environ.get("SASS_ARCH", "sm_90a"), find_cuobjdump() or "cuobjdump", dump)
     out: dict[str, collections.Counter[str]] = {}
     for name, body in by_name.items():
         m = re.search(r"_cfg(\d+)", name)

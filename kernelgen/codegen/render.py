@@ -92,7 +92,6 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_size": v.page_size,
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
-        "x_align": xa,
         "checks": cpp_checks(v, layout, xa),
         "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],

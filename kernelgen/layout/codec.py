@@ -140,7 +140,11 @@ def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:
     if layout.store == "fp8_e4m3":
         amax = y.abs().amax(dim=-1, keepdim=True)
         scale = torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
-        return {"values": e4m3_encode(y / scale), "scale": _bytes(scale)}
+        # Codes of y * RN(1 / scale), as the kernel computes them (one multiply per value, not a
+        # divide). The float64 quotient rounded to float32 is RN(1 / scale): 53 >= 2 * 24 + 2 bits,
+        # so rounding twice cannot differ from rounding once.
+        inv_scale = (1.0 / scale.double()).float()
+        return {"values": e4m3_encode(y * inv_scale), "scale": _bytes(scale)}
     if layout.store == "fp4_e2m1":
         e = _group_scale_exponent(y, FP4_GROUP, E2M1_MAX)
         q = y / pow2(e).repeat_interleave(FP4_GROUP, dim=-1)

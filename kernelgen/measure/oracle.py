@@ -377,7 +377,7 @@ def _check_fp8_e4m3(values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[F
     scale_check = _count("scale", ok, (~exact).to(torch.int64))  # inside the tolerance counts as near
     quotients = [a / b for a in (values.lo, values.hi) for b in (scale.lo, scale.hi)]
     q_lo, q_hi = torch.stack(quotients).amin(0), torch.stack(quotients).amax(0)
-    slack = SAFETY * U  # the kernel's own divide
+    slack = SAFETY * 2 * U  # the kernel's v * RN(1 / scale): two roundings
     q = _Span(values.mid / scale.mid, q_lo - slack * q_lo.abs(), q_hi + slack * q_hi.abs())
     codes = _verdict("values", _decode_e4m3(raw["values"]), q, E4M3)
     tol = float(torch.maximum(scale.hi - scale.mid, scale.mid - scale.lo).div(scale.mid).max()) if got.numel() else 0.0

@@ -26,7 +26,7 @@ from ..spec.variant import Launch, Variant
 from ..tune import records
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
-from .op import _CURRENT, Op
+from .op import _CURRENT, Op, plan_from_record
 
 FORMAT = "kernelgen-export/1"
 MANIFEST = "manifest.json"
@@ -46,7 +46,7 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
     if found is None:
         return default_plan(v), "defaults"
     record, _ = found
-    return plan_routes(v, record.routes()), record.gpu.slug
+    return plan_from_record(v, record), record.gpu.slug
 
 
 _NOTES = {"x": "last dim contiguous; rows aligned to the artifact's x_align bytes",

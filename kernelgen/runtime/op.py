@@ -127,6 +127,11 @@ def _placeholder(device: Any) -> Any:
     return torch.empty(0, dtype=torch.uint8, device=device)
 
 
+def _filled(device: Any, tensors: tuple[Any, ...]) -> list[Any]:
+    """The optional tensors, an empty placeholder where None (the symbol's way to say 'unused')."""
+    return [_placeholder(device) if t is None else t for t in tensors]
+
+
 class Op:
     """A built variant, callable as op(x, weight, freqs, positions, out_loc, kvcache, eps=1e-6, bias=None).
 
@@ -174,19 +179,14 @@ class Op:
         tvm-ffi sets its environment stream from the first CUDA torch tensor of a call (the
         stream and graph tests in tests/test_gpu.py hold it to that)."""
         if weight is None or bias is None or freqs is None or positions is None:
-            empty = _placeholder(x.device)
-            weight = empty if weight is None else weight
-            bias = empty if bias is None else bias
-            freqs = empty if freqs is None else freqs
-            positions = empty if positions is None else positions
+            weight, bias, freqs, positions = _filled(x.device, (weight, bias, freqs, positions))
         self.function(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
 
     def launch_config(self, config: int, pdl: bool, x: torch.Tensor, weight: Any, bias: Any, freqs: Any,
                       positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
         """`launch` with one compiled configuration (index into op.plan.configs), for tuning and tests."""
-        empty = _placeholder(x.device)
-        args = [t if t is not None else empty for t in (x, weight, bias, freqs, positions, out_loc, kvcache)]
-        self.config_function(*args, float(eps), int(config), bool(pdl))
+        self.config_function(x, *_filled(x.device, (weight, bias, freqs, positions)), out_loc, kvcache, float(eps),
+                             int(config), bool(pdl))
 
 
 _said_default: set[str] = set()
@@ -206,10 +206,15 @@ def tuned_plan(v: Variant, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
                       v.name, where, resolve(v).launch.id, v.spec_name or "SPEC")
         return default_plan(v), "defaults"
     record, path = found
+    return plan_from_record(v, record), str(path)
+
+
+def plan_from_record(v: Variant, record: records.Record) -> LaunchPlan:
+    """The record's dispatch for v, without PDL where KERNELGEN_PDL=0 (for the JIT path and for export)."""
     routes = record.routes()
     if not knobs.pdl_allowed():
         routes = [(bound, replace(launch, pdl=False)) for bound, launch in routes]
-    return plan_routes(v, routes), str(path)
+    return plan_routes(v, routes)
 
 
 _CURRENT = object()

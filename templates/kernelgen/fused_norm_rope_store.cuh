@@ -335,16 +335,15 @@ __device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* ds
   if (write) store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
-// Codes of v / scale, given inv_scale = RN(1 / scale). kExactPow2: scale is a power of two, so
-// multiplying by its exact inverse equals dividing; otherwise the division is done as a correctly
-// rounded multiply-and-correct.
-template <class Cfg, bool kExactPow2>
-__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale, float inv_scale, uint8_t* dst,
-                                           bool nan_row, bool write) {
+// Codes of v * inv_scale, inv_scale = RN(1 / scale): one multiply per value. For a power-of-two scale
+// (FlashMLA) it equals v / scale; for the fp8 per-token scale it is the reference's RN(v * RN(1 / scale))
+// (within 2 U of the quotient: the oracle allows it), two FMAs per value fewer than a corrected divide.
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_scale, uint8_t* dst, bool nan_row,
+                                           bool write) {
   float q[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k)
-    q[k] = kExactPow2 ? __fmul_rn(r.v[c][k], inv_scale) : div_rn_by(r.v[c][k], scale, inv_scale);
+  for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fmul_rn(r.v[c][k], inv_scale);
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
@@ -355,32 +354,25 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float scale
 
 // Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row.
 template <class Cfg>
-__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
-  float chunk[Geometry<Cfg>::kChunks];
+__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
+                                                    int off, bool write) {
   float amax = 0.f;
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    chunk[c] = chunk_amax(r, c);
-    amax = fmaxf(amax, chunk[c]);
-  }
-  const bool nan_row = row_not_finite(r, chunk);
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
   amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
   const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
   const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-    store_e4m3<Cfg, false>(r, c, scale, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+    store_e4m3(r, c, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
 // e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk.
 template <class Cfg>
-__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
+__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
+                                          bool write) {
   constexpr int kGroupLanes = 32 / Cfg::kVec;
-  float chunk[Geometry<Cfg>::kChunks];
-#pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
-  const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const int e = pow2_scale_exponent<kE2m1Max>(group_max<kGroupLanes>(chunk[c], kWarp));
@@ -399,20 +391,17 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, uint8_t* page, int 
 
 // FlashMLA main KV: nope dims as e4m3 with one UE8M0 scale per 64 dims, roped dims as bf16.
 template <class Cfg>
-__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, uint8_t* page, int off, bool write) {
+__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
+                                               bool write) {
   constexpr int kGroupLanes = 64 / Cfg::kVec;
   constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
-  float chunk[Geometry<Cfg>::kChunks];
-#pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
-  const bool nan_row = row_not_finite(r, chunk);
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const float amax = group_max<kGroupLanes>(chunk[c], kWarp);
     const int dim = r.first(c);
     if (dim < kNope) {
       const int e = pow2_scale_exponent<kE4m3Max>(amax);
-      store_e4m3<Cfg, true>(r, c, exp2_int(e), exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+      store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
       if (write && (r.lane & (kGroupLanes - 1)) == 0)
         page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
     } else {
@@ -429,20 +418,21 @@ __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool 
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
   }
-  if constexpr (Cfg::kStore == Store::kBf16) {
-    float chunk[Geometry<Cfg>::kChunks];
+  // Every store starts from the per-chunk amax and the row's NaN vote (see above).
+  float chunk[Geometry<Cfg>::kChunks];
 #pragma unroll
-    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
-    const bool nan_row = row_not_finite(r, chunk);
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+  const bool nan_row = row_not_finite(r, chunk);
+  if constexpr (Cfg::kStore == Store::kBf16) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
       store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
   } else if constexpr (Cfg::kStore == Store::kFp8E4m3) {
-    store_fp8_per_token(r, page, off, write);
+    store_fp8_per_token(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
-    store_fp4(r, page, off, write);
+    store_fp4(r, chunk, nan_row, page, off, write);
   } else {
-    store_flashmla(r, page, off, write);
+    store_flashmla(r, chunk, nan_row, page, off, write);
   }
 }
 
