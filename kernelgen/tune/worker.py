@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..build import toolchain as tc
+from ..build.lifecycle import load_module
+from ..build.store import Artifact
 from ..measure.inputs import workload_inputs
 from ..measure.timing import (
     estimated_bytes,
@@ -19,7 +21,6 @@ from ..measure.timing import (
     rotation_sets,
 )
 from ..measure.verify import verify
-from ..runtime.op import Op
 from ..spec.parse import load_spec
 from ..spec.variant import Launch, Variant
 from .runner import Job, built_artifact, outcome_from_json, outcome_to_json
@@ -34,11 +35,26 @@ def emit(event: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+class ConfigCaller:
+    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours)."""
+
+    def __init__(self, artifact: Artifact) -> None:
+        import torch
+
+        self.plan = artifact.launch_plan
+        self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
+        self.empty = torch.empty(0, dtype=torch.uint8, device="cuda")
+
+    def launch_config(self, config: int, pdl: bool, *args: Any) -> None:
+        *tensors, eps = args
+        self.function(*(t if t is not None else self.empty for t in tensors), float(eps), int(config), bool(pdl))
+
+
 class GpuTimer:
     """Times one compiled configuration at a token count: graph replay, inputs rotated past the L2
     from 4096 tokens on; verifies each configuration against the reference before its first timing."""
 
-    def __init__(self, v: Variant, op: Op, reps: int = 15) -> None:
+    def __init__(self, v: Variant, op: ConfigCaller, reps: int = 15) -> None:
         import torch
 
         self.v, self.op, self.reps = v, op, reps
@@ -98,7 +114,7 @@ def main(job_file: str) -> int:
     live = [c for c in candidates if c.id not in known.failures]
     default = candidates[0]
     archs = tuple(job.archs) or tc.resolve_archs(None)  # a Ray task builds for the GPU of its node
-    op = Op(built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None))
+    op = ConfigCaller(built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None))
     timer = GpuTimer(v, op)
 
     def timed(launch: Launch, n: int) -> float:
