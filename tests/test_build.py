@@ -121,3 +121,22 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     assert source.count("struct dsv4_indexer_fp4_p64_cfg") == len(plan.configs)
     results = compile_only([v], toolchain.detect(), ("sm_100a", "sm_120a"), plan=plan)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+
+
+def test_packed_pairs_are_a_knob_that_compiles_for_sm100(cache_dir: Path) -> None:
+    """KERNELGEN_PACKED_F32=1 puts its define into the toolchain (so into every build key and nvcc line),
+    and the packed paths (norm with bias, LayerNorm centering, interleaved and neox RoPE, Hadamard, fp8,
+    fp4 and FlashMLA stores) compile for sm_100a; without the knob nothing changes."""
+    from kernelgen import knobs
+    from kernelgen.build.buildplan import Unit, ninja_text
+    from kernelgen.build.lifecycle import compile_only
+
+    assert toolchain.detect().defines == ()
+    with knobs.scope(PACKED_F32="1"):
+        tc = toolchain.detect()
+        assert tc.defines == (toolchain.PACKED_F32_DEFINE,)
+        assert toolchain.PACKED_F32_DEFINE in ninja_text([Unit("a", "a.cu", ("sm_100a",), "a.so")], tc, "/t", link=True)
+        names = [("dsv4_indexer", "dsv4_indexer_fp8_p64"), ("dsv4_indexer", "dsv4_indexer_fp4_p64"),
+                 ("dsv4_mainkv", "dsv4_mainkv_fp8mla_p64"), ("example", "example_ln_neox_head")]
+        results = compile_only([load_spec(s).variant(n) for s, n in names], tc, ("sm_100a",))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]

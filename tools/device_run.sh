@@ -25,7 +25,7 @@ for phase in "$@"; do
       done ;;
     tune)
       for spec in $SPECS; do
-        python3 -m kernelgen tune "$spec" --gpus "$GPUS" --out cache > "$RES/tune_$spec.log" 2>&1
+        python3 -m kernelgen tune "$spec" --gpus "$GPUS" --out cache ${TUNE_ARGS:-} > "$RES/tune_$spec.log" 2>&1
         grep -E "configurations timed|error" "$RES/tune_$spec.log" | tail -30
         cp cache/*.json "$RES/"; tar -C "$RES" -czf "$OUT/results.tgz" .  # a run cut short keeps the specs done
       done ;;

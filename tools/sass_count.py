@@ -2,6 +2,7 @@
 token, so the static count is the per-token count a thread executes), by opcode family.
 
     python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...] [--ops] [--dump FILE]
+        [--arch sm_100a]   (KERNELGEN_PACKED_F32=1: the packed float32 build)
 
 --ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
 
@@ -26,7 +27,7 @@ from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 
 FAMILIES = {"shuffle": ("SHFL",), "convert": ("F2F", "F2I", "I2F", "F2FP"), "float": ("FADD", "FMUL", "FFMA", "FMNMX",
-            "FSETP", "FSEL", "MUFU", "FCHK"), "memory": ("LDG", "STG", "LDS", "STS", "LD", "ST"),
+            "FSETP", "FSEL", "MUFU", "FCHK", "FADD2", "FMUL2", "FFMA2"), "memory": ("LDG", "STG", "LDS", "STS", "LD", "ST"),
             "integer": ("IMAD", "IADD3", "LOP3", "SHF", "ISETP", "LEA", "SEL", "PRMT", "IABS", "IMNMX")}
 
 
@@ -45,7 +46,7 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
     toolchain = tc.detect()
     obj = source.with_suffix(".o")
     includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
-    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
+    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *toolchain.defines, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
                     str(obj)], check=True, capture_output=True)
     sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
     if dump:
@@ -55,14 +56,14 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
 
 
 def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
-          dump: str | None = None) -> dict[str, collections.Counter[str]]:
+          dump: str | None = None, arch: str = "sm_90a") -> dict[str, collections.Counter[str]]:
     v = load_spec(spec).variant(variant)
     launches = [Launch.from_id(i) for i in ids]
     plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.cu"
         src.write_text(render_variant(v, plan=plan))
-        by_name = kernels(src, include_dir(), os.environ.get("SASS_ARCH", "sm_90a"), find_cuobjdump() or "cuobjdump", dump)
+        by_name = kernels(src, include_dir(), arch, find_cuobjdump() or "cuobjdump", dump)
     out: dict[str, collections.Counter[str]] = {}
     for name, body in by_name.items():
         m = re.search(r"_cfg(\d+)", name)
@@ -78,8 +79,9 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     by_opcode = "--ops" in args
     dump = args[args.index("--dump") + 1] if "--dump" in args else None
-    spec, variant, *ids = [a for a in args if a != "--ops" and a != dump and a != "--dump"]
-    for lid, counter in count(spec, variant, ids, by_opcode, dump).items():
+    arch = args[args.index("--arch") + 1] if "--arch" in args else "sm_90a"
+    spec, variant, *ids = [a for a in args if a not in ("--ops", "--dump", "--arch", dump, arch)]
+    for lid, counter in count(spec, variant, ids, by_opcode, dump, arch).items():
         total = sum(counter.values())
         items = counter.most_common() if by_opcode else sorted(counter.items())
         print(f"{lid:22} total {total:5}  " + "  ".join(f"{k} {n}" for k, n in items))

@@ -74,7 +74,7 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
     lines = [
         "ninja_required_version = 1.3",
         f"nvcc = {_escape(toolchain.nvcc)}",
-        f"cuda_flags = {' '.join(CUDA_FLAGS)} {includes}",
+        f"cuda_flags = {' '.join((*CUDA_FLAGS, *toolchain.defines))} {includes}",
         f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi {cudart}",
         "",
         "rule compile",

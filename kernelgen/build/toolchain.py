@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,6 +23,7 @@ class Toolchain:
     tvm_ffi_version: str
     include_dirs: tuple[str, ...]  # tvm-ffi and dlpack headers
     tvm_ffi_lib_dir: str
+    defines: tuple[str, ...] = ()  # nvcc -D flags from knobs (KERNELGEN_PACKED_F32): they change the binary
 
     def describe(self) -> str:
         """Which compiler is used, for the build and check output."""
@@ -30,7 +31,8 @@ class Toolchain:
 
     def fingerprint(self) -> str:
         """What of the toolchain changes a binary: goes into every build key."""
-        return f"nvcc={self.nvcc_version}|cxx={self.cxx_version}|tvm_ffi={self.tvm_ffi_version}"
+        base = f"nvcc={self.nvcc_version}|cxx={self.cxx_version}|tvm_ffi={self.tvm_ffi_version}"
+        return base + "".join(f"|{d}" for d in self.defines)
 
 
 def _first_line_with(text: str, needle: str) -> str:
@@ -77,8 +79,12 @@ def _detect(cuda_home: str) -> Toolchain:
     )
 
 
+PACKED_F32_DEFINE = "-DKERNELGEN_PACKED_F32"  # templates/kernelgen/numeric.cuh: packed float32 pairs on sm_100+
+
+
 def detect() -> Toolchain:
-    return _detect(str(knobs.cuda_home()))
+    found = _detect(str(knobs.cuda_home()))
+    return replace(found, defines=(PACKED_F32_DEFINE,)) if knobs.packed_f32() else found
 
 
 def parse_arch_list(text: str, source: str = "--arch") -> tuple[str, ...]:

@@ -118,7 +118,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fsub_rn(r.v[c][k], mean);
+    for (int k = 0; k < Cfg::kVec; k += 2) sub2(r.v[c][k], r.v[c][k + 1], mean);
 }
 
 // Per-thread slices of the norm weight and bias and of this token's freqs row. With
@@ -180,10 +180,8 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
 #pragma unroll
-      for (int k = 0; k < Cfg::kVec; ++k) {
-        r.v[c][k] = __fmul_rn(__fmul_rn(r.v[c][k], inv), o.w[c][k]);
-        if constexpr (Cfg::kNormBias) r.v[c][k] = __fadd_rn(r.v[c][k], o.b[c][k]);
-      }
+      for (int k = 0; k < Cfg::kVec; k += 2)
+        scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1], o.b[c][k], o.b[c][k + 1]);
     }
   }
 }
@@ -200,9 +198,7 @@ __device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const Operands<C
     const float* cs = o.f[c];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2) {
-      const float a = r.v[c][k], b = r.v[c][k + 1];
-      r.v[c][k] = __fsub_rn(__fmul_rn(a, cs[k]), __fmul_rn(b, cs[k + 1]));
-      r.v[c][k + 1] = __fadd_rn(__fmul_rn(a, cs[k + 1]), __fmul_rn(b, cs[k]));
+      rotate2(r.v[c][k], r.v[c][k + 1], cs[k], cs[k + 1]);
     }
   }
 }
@@ -256,23 +252,21 @@ __device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const floa
 
 // ---- Walsh-Hadamard (Sylvester order), one butterfly stage per index bit, lowest bit first --
 
-__device__ __forceinline__ void butterfly(float& a, float& b) {
-  const float s = __fadd_rn(a, b);
-  b = __fsub_rn(a, b);
-  a = s;
-}
-
 template <class Cfg>
 __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
   using G = Geometry<Cfg>;
   if constexpr (Cfg::kHadamard) {
 #pragma unroll
-    for (int m = 1; m < G::kVec; m <<= 1)
+    for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < G::kVec; k += 2) butterfly(r.v[c][k], r.v[c][k + 1]);
+#pragma unroll
+    for (int m = 2; m < G::kVec; m <<= 1)
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-        for (int k = 0; k < G::kVec; ++k)
-          if (!(k & m)) butterfly(r.v[c][k], r.v[c][k | m]);
+        for (int k = 0; k < G::kVec; k += 2)
+          if (!(k & m)) butterfly2(r.v[c][k], r.v[c][k + 1], r.v[c][k | m], r.v[c][(k | m) + 1]);
 #pragma unroll
     for (int m = 1; m < G::kT; m <<= 1) {
       // lower lane: v + other; upper lane: other - v. One rounding either way, as in a+b / a-b.
@@ -280,22 +274,19 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-        for (int k = 0; k < G::kVec; ++k) {
-          const float other = __shfl_xor_sync(kWarp, r.v[c][k], m);
-          r.v[c][k] = __fmaf_rn(sign, r.v[c][k], other);
-        }
+        for (int k = 0; k < G::kVec; k += 2) lane_butterfly2(r.v[c][k], r.v[c][k + 1], sign, m);
     }
 #pragma unroll
     for (int m = 1; m < G::kChunks; m <<= 1)
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-        for (int k = 0; k < G::kVec; ++k)
-          if (!(c & m)) butterfly(r.v[c][k], r.v[c | m][k]);
+        for (int k = 0; k < G::kVec; k += 2)
+          if (!(c & m)) butterfly2(r.v[c][k], r.v[c][k + 1], r.v[c | m][k], r.v[c | m][k + 1]);
 #pragma unroll
     for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-      for (int k = 0; k < G::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], Cfg::kHadamardScale);
+      for (int k = 0; k < G::kVec; k += 2) mul2(r.v[c][k], r.v[c][k + 1], Cfg::kHadamardScale, Cfg::kHadamardScale);
   }
 }
 
@@ -343,7 +334,7 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_s
                                            bool write) {
   float q[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fmul_rn(r.v[c][k], inv_scale);
+  for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
@@ -379,7 +370,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     float q[Cfg::kVec];
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fmul_rn(r.v[c][k], inv_scale);
+    for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
     uint32_t packed[1] = {nan_row ? 0u : e2m1_pack(q)};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
     const int dim = r.first(c);
     if (!write) continue;

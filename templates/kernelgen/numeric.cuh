@@ -154,6 +154,103 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax) {
   return ceil_log2(div_by<kQmax>(fmaxf(amax, kAmaxFloor)));
 }
 
+// ---- pairs of float32 values -----------------------------------------------------------------
+//
+// With KERNELGEN_PACKED_F32 on sm_100 and later, each helper below is one FADD2/FMUL2/FFMA2 per
+// pair (or two), whose components round exactly as __fadd_rn/__fmul_rn/__fmaf_rn (CUDA's documented
+// behaviour for these intrinsics). Elsewhere it is the scalar ops, element 0 then element 1, in the
+// order the kernel used before pairs existed (so the sm_90 code is unchanged). Same bits either way.
+#if defined(KERNELGEN_PACKED_F32) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define KERNELGEN_PAIRS 1
+#endif
+
+#ifdef KERNELGEN_PAIRS
+__device__ __forceinline__ void set2(float& a0, float& a1, float2 r) { a0 = r.x; a1 = r.y; }
+#endif
+
+__device__ __forceinline__ void butterfly(float& a, float& b) {  // (a, b) <- (a + b, a - b)
+  const float s = __fadd_rn(a, b);
+  b = __fsub_rn(a, b);
+  a = s;
+}
+
+__device__ __forceinline__ void butterfly2(float& a0, float& a1, float& b0, float& b1) {
+#ifdef KERNELGEN_PAIRS
+  const float2 a = make_float2(a0, a1), b = make_float2(b0, b1);
+  set2(b0, b1, __fadd2_rn(a, make_float2(-b0, -b1)));
+  set2(a0, a1, __fadd2_rn(a, b));
+#else
+  butterfly(a0, b0);
+  butterfly(a1, b1);
+#endif
+}
+
+__device__ __forceinline__ void mul2(float& a0, float& a1, float m0, float m1) {  // a <- a * m
+#ifdef KERNELGEN_PAIRS
+  set2(a0, a1, __fmul2_rn(make_float2(a0, a1), make_float2(m0, m1)));
+#else
+  a0 = __fmul_rn(a0, m0);
+  a1 = __fmul_rn(a1, m1);
+#endif
+}
+
+__device__ __forceinline__ void scaled2(float& q0, float& q1, float a0, float a1, float m) {  // q <- a * m
+#ifdef KERNELGEN_PAIRS
+  set2(q0, q1, __fmul2_rn(make_float2(a0, a1), make_float2(m, m)));
+#else
+  q0 = __fmul_rn(a0, m);
+  q1 = __fmul_rn(a1, m);
+#endif
+}
+
+__device__ __forceinline__ void sub2(float& a0, float& a1, float b) {  // a <- a - b
+#ifdef KERNELGEN_PAIRS
+  set2(a0, a1, __fadd2_rn(make_float2(a0, a1), make_float2(-b, -b)));
+#else
+  a0 = __fsub_rn(a0, b);
+  a1 = __fsub_rn(a1, b);
+#endif
+}
+
+// a <- (a * inv) * w [+ bias]: the norm's scaling, each product rounded.
+template <bool kBias>
+__device__ __forceinline__ void scale2(float& a0, float& a1, float inv, float w0, float w1, float b0, float b1) {
+#ifdef KERNELGEN_PAIRS
+  float2 r = __fmul2_rn(__fmul2_rn(make_float2(a0, a1), make_float2(inv, inv)), make_float2(w0, w1));
+  if constexpr (kBias) r = __fadd2_rn(r, make_float2(b0, b1));
+  set2(a0, a1, r);
+#else
+  a0 = __fmul_rn(__fmul_rn(a0, inv), w0);
+  if constexpr (kBias) a0 = __fadd_rn(a0, b0);
+  a1 = __fmul_rn(__fmul_rn(a1, inv), w1);
+  if constexpr (kBias) a1 = __fadd_rn(a1, b1);
+#endif
+}
+
+// (a, b) <- (a cos - b sin, a sin + b cos): each product rounded, then one rounded sum.
+__device__ __forceinline__ void rotate2(float& a, float& b, float c, float s) {
+#ifdef KERNELGEN_PAIRS
+  const float2 p = __fmul2_rn(make_float2(a, a), make_float2(c, s));
+  const float2 q = __fmul2_rn(make_float2(b, b), make_float2(s, c));
+  set2(a, b, __fadd2_rn(p, make_float2(-q.x, q.y)));
+#else
+  const float a0 = a, b0 = b;
+  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
+  b = __fadd_rn(__fmul_rn(a0, s), __fmul_rn(b0, c));
+#endif
+}
+
+// One butterfly stage across lanes: lower lane v + other, upper lane other - v (sign = +1 / -1).
+__device__ __forceinline__ void lane_butterfly2(float& a0, float& a1, float sign, int mask) {
+#ifdef KERNELGEN_PAIRS
+  const float o0 = __shfl_xor_sync(0xFFFFFFFFu, a0, mask), o1 = __shfl_xor_sync(0xFFFFFFFFu, a1, mask);
+  set2(a0, a1, __ffma2_rn(make_float2(sign, sign), make_float2(a0, a1), make_float2(o0, o1)));
+#else
+  a0 = __fmaf_rn(sign, a0, __shfl_xor_sync(0xFFFFFFFFu, a0, mask));
+  a1 = __fmaf_rn(sign, a1, __shfl_xor_sync(0xFFFFFFFFu, a1, mask));
+#endif
+}
+
 // e2m1 codes of q[0..N), packed as nibbles (element k in bits 4k..4k+3, low nibble first).
 // Magnitude index by the thresholds of docs/layouts.md (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5; strictly
 // above rounds up), saturating at 6; sign in bit 3 from the sign bit (as signbit(q)).
