@@ -154,6 +154,16 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
             assert tuned_plan(V, RTX)[1] == "defaults"
 
 
+def test_packed_build_has_records_of_its_own(tmp_path: Path) -> None:
+    """Records tuned with KERNELGEN_PACKED_F32=1 time other code on sm_100: they key apart from the scalar build's."""
+    scalar = records.template_hash()
+    with knobs.scope(PACKED_F32="1"):
+        packed = records.template_hash()
+        records.write(tmp_path, _record(B200, {DEFAULT.id: {1: 1.0}}, [(ALL_TOKENS, DEFAULT.id)], template=packed))
+        assert records.lookup([tmp_path], B200, V) is not None
+    assert packed != scalar and records.lookup([tmp_path], B200, V) is None
+
+
 def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
     a, b = Launch(32, 2, 4), Launch(16, 4, 8)
     pick = lambda r: select(r.timings, r.buckets, DEFAULT)

@@ -35,6 +35,8 @@ def template_hash(folder: Path | None = None) -> str:
     folder = folder or resources.template_dir()
     for path in sorted([*folder.glob("*.j2"), *(folder / "kernelgen").glob("*.cuh")]):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    if knobs.packed_f32():  # other code on sm_100: timings of the scalar build do not hold for it, nor back
+        h.update(b"KERNELGEN_PACKED_F32\0")
     return h.hexdigest()[:16]
 
 
