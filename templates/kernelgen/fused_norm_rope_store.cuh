@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -618,20 +619,23 @@ inline std::string describe_address(const tvm::ffi::TensorView& t, int bytes) {
 }
 
 // How many blocks of this configuration the device holds at once (one wave): the grid of a looping
-// configuration. Asked once per device and configuration (the answer depends on registers and SMs).
+// configuration. Asked once per device and configuration (the answer depends on registers and SMs);
+// callers on several host threads may ask at once: they compute the same answer, stored atomically.
 template <class Cfg>
 int64_t resident_blocks(int device) {
-  static int64_t cached[64] = {};
-  if (device < 0 || device >= 64) device = 0;
-  if (cached[device] == 0) {
+  constexpr int kDevices = 64;  // beyond that (not a machine that exists), asked on every call
+  static std::atomic<int64_t> cached[kDevices];  // static storage: zero until first asked
+  int64_t blocks = (device >= 0 && device < kDevices) ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (blocks == 0) {
     int per_sm = 0, sms = 0;
     cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_norm_rope_store_kernel<Cfg>,
                                                                     Geometry<Cfg>::kBlockThreads, 0);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Cfg::kName << ": occupancy query failed: " << cudaGetErrorString(err);
-    cached[device] = std::max<int64_t>(1, int64_t(per_sm) * sms);
+    blocks = std::max<int64_t>(1, int64_t(per_sm) * sms);
+    if (device >= 0 && device < kDevices) cached[device].store(blocks, std::memory_order_relaxed);
   }
-  return cached[device];
+  return blocks;
 }
 
 template <class Cfg>
