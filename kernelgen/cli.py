@@ -302,7 +302,6 @@ def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], 
     """One Ray task per variant on the cluster's GPUs; every result merges into the local record files."""
     from . import __version__
     from .codegen.launch import resolve as resolve_launch
-    from .tune import records
     from .tune.distributed import SearchTask, gpu_execute, run_tasks, write_results
     from .tune.space import candidates, default_space
 
@@ -312,7 +311,7 @@ def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], 
              for v in variants]
     err.print(f"submitting {len(tasks)} tuning tasks to Ray ({args.ray or 'a new local instance'})", markup=False)
     results = run_tasks(tasks, gpu_execute, 1.0, args.ray or None)
-    paths = write_results(results, out_dir, records.template_hash(), {"kernelgen": __version__}, {"scheduler": "ray"})
+    paths = write_results(results, out_dir, {"kernelgen": __version__}, {"scheduler": "ray"})
     for r in results:
         if r.outcome is None:
             err.print(f"error: {r.task.variant}: not tuned: {r.error}", markup=False)
@@ -358,10 +357,9 @@ def _show_records() -> int:
     table = Table(title=f"tuning records; this machine: {here}", title_justify="left")
     for col in ("where", "gpu", "variant", "routes", "applies here"):
         table.add_column(col)
-    template = records.template_hash()
     for where, directory in (("user", knobs.tuning_dir()), ("shipped", resources.tuned_dir())):
         for path, rgpu, r in records.all_records(directory):
-            if r.template != template:
+            if r.template != records.record_template(rgpu):
                 applies = "no: template changed (re-tune)"
             elif gpu is None:
                 applies = "no GPU"

@@ -33,8 +33,7 @@ CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libc
 PDL = Knob("KERNELGEN_PDL", "set to 0 to launch (and export) without programmatic dependent launch even where a "
            "tuning record chose it (default: as tuned)")
 PACKED_F32 = Knob("KERNELGEN_PACKED_F32", "set to 1 to build sm_100/sm_103 targets with packed float32 pairs "
-                  "(FADD2/FMUL2/FFMA2: the same bits by CUDA's definition; off until verified on such a GPU, "
-                  "see README)")
+                  "(FADD2/FMUL2/FFMA2, rounding as the scalar ops; off until verified on such a GPU, see README)")
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")

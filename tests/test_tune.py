@@ -154,19 +154,22 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
             assert tuned_plan(V, RTX)[1] == "defaults"
 
 
-def test_packed_build_has_records_of_its_own(tmp_path: Path) -> None:
-    """Records tuned with KERNELGEN_PACKED_F32=1 time other code on sm_100: they key apart from the scalar build's."""
+def test_packed_build_has_records_of_its_own_on_sm100_only(tmp_path: Path) -> None:
+    """KERNELGEN_PACKED_F32=1 changes the code on sm_100/sm_103 only: records tuned there with it key apart
+    from the scalar build's, while every other GPU's records (the shipped H200 ones) still apply."""
     scalar = records.template_hash()
     with knobs.scope(PACKED_F32="1"):
-        packed = records.template_hash()
+        packed = records.record_template(B200)
+        assert records.record_template(H200) == scalar and records.record_template(RTX) == scalar
         records.write(tmp_path, _record(B200, {DEFAULT.id: {1: 1.0}}, [(ALL_TOKENS, DEFAULT.id)], template=packed))
         assert records.lookup([tmp_path], B200, V) is not None
+        assert records.lookup(records.search_dirs(), H200, V) is not None, "the shipped H200 record still applies"
     assert packed != scalar and records.lookup([tmp_path], B200, V) is None
 
 
 def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
     a, b = Launch(32, 2, 4), Launch(16, 4, 8)
-    pick = lambda r: select(r.timings, r.buckets, DEFAULT)
+    pick = lambda r: select(r.timings, r.buckets, DEFAULT)  # noqa: E731
     records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 5.0, 4096: 5.0}, a.id: {1: 2.0, 4096: 9.0}}, []), pick)
     records.write(tmp_path, _record(H200, {b.id: {1: 9.0, 4096: 1.0}}, []), pick)
     [(_, _, merged)] = records.all_records(tmp_path)

@@ -51,7 +51,7 @@ def test_ray_tasks_tune_and_merge_into_one_record_file(local_ray: Any, tmp_path:
                                 known=known))
     results = run_tasks(tasks, replay_execute, gpus_per_task=0)
     assert all(r.outcome is not None for r in results), [r.error for r in results]
-    [path] = write_results(results, tmp_path, records.template_hash(), {}, {"timing": "simulated"})
+    [path] = write_results(results, tmp_path, {}, {"timing": "simulated"})
     found = records.read_file(path)
     assert found is not None and found[0] == SIM_GPU
     assert set(found[1]) == {t.content_key for t in tasks}

@@ -1,5 +1,6 @@
 """Count the SASS instructions of a variant's kernel per launch configuration (straight-line code per
-token, so the static count is the per-token count a thread executes), by opcode family.
+token, so the static count is the per-token count a thread executes; a looping `.lp` configuration
+also holds its first token's loads outside the loop), by opcode family.
 
     python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...] [--ops] [--dump FILE]
         [--arch sm_100a]   (KERNELGEN_PACKED_F32=1: the packed float32 build)
@@ -80,7 +81,9 @@ if __name__ == "__main__":
     by_opcode = "--ops" in args
     dump = args[args.index("--dump") + 1] if "--dump" in args else None
     arch = args[args.index("--arch") + 1] if "--arch" in args else "sm_90a"
-    spec, variant, *ids = [a for a in args if a not in ("--ops", "--dump", "--arch", dump, arch)]
+    [arch] = tc.parse_arch_list(arch)  # sm_100a, 100a or 100 alike
+    spec, variant, *ids = [a for i, a in enumerate(args)
+                           if a not in ("--ops", "--dump", "--arch") and args[i - 1] not in ("--dump", "--arch")]
     for lid, counter in count(spec, variant, ids, by_opcode, dump, arch).items():
         total = sum(counter.values())
         items = counter.most_common() if by_opcode else sorted(counter.items())

@@ -17,7 +17,7 @@ from ..build import toolchain as tc
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
-from ..codegen.launch import LaunchPlan, Route, default_plan, plan_routes, resolve
+from ..codegen.launch import LaunchPlan, Route, default_plan, resolve
 from ..codegen.render import x_align
 from ..errors import KernelgenError, LayoutMismatch
 from ..layout.doc import layout_json
@@ -114,7 +114,8 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
                                         "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
                                         "checks": checks.requirements(table)}
     manifest = {"format": FORMAT, "kernelgen": __version__,
-                "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
+                "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version,
+                              "defines": list(toolchain.defines)},  # e.g. the packed-float32 build
                 "archs": list(archs), "variants": entries}
     path = out_dir / MANIFEST
     path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

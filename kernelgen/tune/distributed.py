@@ -76,7 +76,7 @@ def run_tasks(tasks: list[SearchTask], execute: Execute, gpus_per_task: float = 
     return results
 
 
-def write_results(results: list[TaskResult], out_dir: Path, template: str, toolchain: dict[str, str],
+def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str, str],
                   method: dict[str, Any]) -> list[Path]:
     """Merge every successful result into the record file of the GPU it ran on."""
     from ..spec.variant import Launch
@@ -87,7 +87,7 @@ def write_results(results: list[TaskResult], out_dir: Path, template: str, toolc
         if r.outcome is None or r.gpu is None:
             continue
         default = Launch.from_id(r.task.default)
-        record = records.Record(r.task.variant, r.task.content_key, template, r.gpu, r.task.buckets,
+        record = records.Record(r.task.variant, r.task.content_key, records.record_template(r.gpu), r.gpu, r.task.buckets,
                                 r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
         paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
     return sorted(set(paths))

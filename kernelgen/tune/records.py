@@ -2,8 +2,8 @@
 
 What invalidates a record (never used, and replaced on the next write): another GPU (name,
 compute capability, SM count, or memory bandwidth where known), another template (the hash of
-the kernel template and headers, which define what a launch configuration means), another
-schema. A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still
+the kernel template and headers, which define what a launch configuration means; on sm_100 and
+sm_103 also whether KERNELGEN_PACKED_F32 was set, which changes the code there), another schema. A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still
 used, `kernelgen tune --show` marks it, and re-tuning refreshes it. A corrupt file is reported
 once and ignored."""
 from __future__ import annotations
@@ -28,16 +28,30 @@ SCHEMA = 1
 log = logging.getLogger("kernelgen.tune")
 
 
-def template_hash(folder: Path | None = None) -> str:
-    """Hash of the kernel template and its headers (default: this kernelgen's): a record is only valid for
-    the code it timed."""
+# The GPUs whose code KERNELGEN_PACKED_F32=1 changes (templates/kernelgen/numeric.cuh, KERNELGEN_PAIRS).
+PACKED_CAPABILITIES = ("10.0", "10.3")
+
+
+def template_hash(folder: Path | None = None, packed: bool = False) -> str:
+    """Hash of the kernel template and its headers (default: this kernelgen's), and of whether the build
+    packs float32 pairs: a record is only valid for the code it timed."""
     h = hashlib.sha256()
     folder = folder or resources.template_dir()
     for path in sorted([*folder.glob("*.j2"), *(folder / "kernelgen").glob("*.cuh")]):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    if knobs.packed_f32():  # other code on sm_100: timings of the scalar build do not hold for it, nor back
+    if packed:
         h.update(b"KERNELGEN_PACKED_F32\0")
     return h.hexdigest()[:16]
+
+
+def packs(gpu: GpuInfo) -> bool:
+    """Whether this process's builds for gpu pack float32 pairs (KERNELGEN_PACKED_F32=1 on sm_100/sm_103)."""
+    return knobs.packed_f32() and gpu.capability in PACKED_CAPABILITIES
+
+
+def record_template(gpu: GpuInfo) -> str:
+    """The template key of records for gpu from this process: what its builds for that GPU run."""
+    return template_hash(packed=packs(gpu))
 
 
 @dataclass(frozen=True)
@@ -123,10 +137,15 @@ def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
          pattern: str = "*.json") -> tuple[Record, Path] | None:
     """The first record for v and this template whose GPU `accept`s, searching directories in order
     (record files matching `pattern`)."""
-    key, template = v.content_key(), template_hash()
+    key, templates = v.content_key(), {False: template_hash()}
     for directory in directories:
         for path, gpu, record in all_records(directory, pattern):
-            if record.content_key == key and record.template == template and accept(gpu):
+            if record.content_key != key or not accept(gpu):
+                continue
+            packed = packs(gpu)
+            if packed not in templates:
+                templates[packed] = template_hash(packed=True)
+            if record.template == templates[packed]:
                 return record, path
     return None
 

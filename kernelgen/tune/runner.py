@@ -198,7 +198,7 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
             return VariantResult(v, None, None, str(exc))
         outcome.failures.update(failures)
         default = resolve(v).launch
-        record = records.Record(v.name, v.content_key(), records.template_hash(), gpu, buckets, outcome.timings,
+        record = records.Record(v.name, v.content_key(), records.record_template(gpu), gpu, buckets, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
         path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default))
         return VariantResult(v, outcome, path)

@@ -182,7 +182,8 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; k += 2)
-        scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1], o.b[c][k], o.b[c][k + 1]);
+        scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1],
+                               Cfg::kNormBias ? o.b[c][k] : 0.f, Cfg::kNormBias ? o.b[c][k + 1] : 0.f);
     }
   }
 }
@@ -535,7 +536,7 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
     const int64_t num_blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
 #pragma unroll 1
     for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x) {
-      Fetched<Cfg> next;
+      Fetched<Cfg> next;  // copied into cur after the last block too, unset there and never read
       const bool more = b + gridDim.x < num_blocks;
       if (more) fetch(next, p, first + (b - blockIdx.x + gridDim.x) * Cfg::kTokensPerBlock, lane);
       process(cur, p);

@@ -156,11 +156,15 @@ __device__ __forceinline__ int pow2_scale_exponent(float amax) {
 
 // ---- pairs of float32 values -----------------------------------------------------------------
 //
-// With KERNELGEN_PACKED_F32 on sm_100 and later, each helper below is one FADD2/FMUL2/FFMA2 per
-// pair (or two), whose components round exactly as __fadd_rn/__fmul_rn/__fmaf_rn (CUDA's documented
-// behaviour for these intrinsics). Elsewhere it is the scalar ops, element 0 then element 1, in the
-// order the kernel used before pairs existed (so the sm_90 code is unchanged). Same bits either way.
-#if defined(KERNELGEN_PACKED_F32) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+// With KERNELGEN_PACKED_F32 on sm_100 and sm_103 (the parts with packed float32 instructions; the
+// list is kernelgen/tune/records.py PACKED_CAPABILITIES), each helper below is one FADD2/FMUL2/FFMA2
+// per pair (or two), whose components round exactly as __fadd_rn/__fmul_rn/__fmaf_rn (CUDA's
+// documented behaviour for these intrinsics). Elsewhere it is the scalar ops, element 0 then element
+// 1, in the order the kernel used before pairs existed (so the sm_90 code is unchanged).
+// One trap: ptxas contracts a packed multiply feeding a packed add into FFMA2 (one rounding instead
+// of two), even though both are .rn. So a packed product is only ever added by scalar __fadd_rn /
+// __fsub_rn, which are never contracted (tests/test_build.py counts the FFMA2 in the SASS).
+#if defined(KERNELGEN_PACKED_F32) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
 #define KERNELGEN_PAIRS 1
 #endif
 
@@ -216,9 +220,11 @@ __device__ __forceinline__ void sub2(float& a0, float& a1, float b) {  // a <- a
 template <bool kBias>
 __device__ __forceinline__ void scale2(float& a0, float& a1, float inv, float w0, float w1, float b0, float b1) {
 #ifdef KERNELGEN_PAIRS
-  float2 r = __fmul2_rn(__fmul2_rn(make_float2(a0, a1), make_float2(inv, inv)), make_float2(w0, w1));
-  if constexpr (kBias) r = __fadd2_rn(r, make_float2(b0, b1));
-  set2(a0, a1, r);
+  set2(a0, a1, __fmul2_rn(__fmul2_rn(make_float2(a0, a1), make_float2(inv, inv)), make_float2(w0, w1)));
+  if constexpr (kBias) {  // scalar adds: a packed add of a packed product would become an FFMA2
+    a0 = __fadd_rn(a0, b0);
+    a1 = __fadd_rn(a1, b1);
+  }
 #else
   a0 = __fmul_rn(__fmul_rn(a0, inv), w0);
   if constexpr (kBias) a0 = __fadd_rn(a0, b0);
@@ -232,7 +238,8 @@ __device__ __forceinline__ void rotate2(float& a, float& b, float c, float s) {
 #ifdef KERNELGEN_PAIRS
   const float2 p = __fmul2_rn(make_float2(a, a), make_float2(c, s));
   const float2 q = __fmul2_rn(make_float2(b, b), make_float2(s, c));
-  set2(a, b, __fadd2_rn(p, make_float2(-q.x, q.y)));
+  a = __fsub_rn(p.x, q.x);  // scalar: a packed add of packed products would become an FFMA2
+  b = __fadd_rn(p.y, q.y);
 #else
   const float a0 = a, b0 = b;
   a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
