@@ -27,7 +27,7 @@ class Toolchain:
 
     def describe(self) -> str:
         """Which compiler is used, for the build and check output."""
-        return f"{self.nvcc} ({self.nvcc_version})"
+        return f"{self.nvcc} ({self.nvcc_version})" + "".join(f" {d}" for d in self.defines)
 
     def fingerprint(self) -> str:
         """What of the toolchain changes a binary: goes into every build key."""
