@@ -87,7 +87,8 @@ def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str,
         if r.outcome is None or r.gpu is None:
             continue
         default = Launch.from_id(r.task.default)
-        record = records.Record(r.task.variant, r.task.content_key, records.record_template(r.gpu), r.gpu, r.task.buckets,
-                                r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
+        record = records.Record(r.task.variant, r.task.content_key, records.record_template(r.gpu), r.gpu,
+                                r.task.buckets, r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice),
+                                toolchain, method)
         paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
     return sorted(set(paths))

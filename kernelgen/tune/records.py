@@ -3,9 +3,10 @@
 What invalidates a record (never used, and replaced on the next write): another GPU (name,
 compute capability, SM count, or memory bandwidth where known), another template (the hash of
 the kernel template and headers, which define what a launch configuration means; on sm_100 and
-sm_103 also whether KERNELGEN_PACKED_F32 was set, which changes the code there), another schema. A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still
-used, `kernelgen tune --show` marks it, and re-tuning refreshes it. A corrupt file is reported
-once and ignored."""
+sm_103 also whether KERNELGEN_PACKED_F32 was set, which changes the code there), another schema.
+A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still used,
+`kernelgen tune --show` marks it, and re-tuning refreshes it. A corrupt file is reported once and
+ignored."""
 from __future__ import annotations
 
 import contextlib

@@ -288,7 +288,8 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
 #pragma unroll
     for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-      for (int k = 0; k < G::kVec; k += 2) mul2(r.v[c][k], r.v[c][k + 1], Cfg::kHadamardScale, Cfg::kHadamardScale);
+      for (int k = 0; k < G::kVec; k += 2)
+        scaled2(r.v[c][k], r.v[c][k + 1], r.v[c][k], r.v[c][k + 1], Cfg::kHadamardScale);
   }
 }
 

@@ -189,15 +189,6 @@ __device__ __forceinline__ void butterfly2(float& a0, float& a1, float& b0, floa
 #endif
 }
 
-__device__ __forceinline__ void mul2(float& a0, float& a1, float m0, float m1) {  // a <- a * m
-#ifdef KERNELGEN_PAIRS
-  set2(a0, a1, __fmul2_rn(make_float2(a0, a1), make_float2(m0, m1)));
-#else
-  a0 = __fmul_rn(a0, m0);
-  a1 = __fmul_rn(a1, m1);
-#endif
-}
-
 __device__ __forceinline__ void scaled2(float& q0, float& q1, float a0, float a1, float m) {  // q <- a * m
 #ifdef KERNELGEN_PAIRS
   set2(q0, q1, __fmul2_rn(make_float2(a0, a1), make_float2(m, m)));
