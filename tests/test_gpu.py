@@ -257,6 +257,29 @@ def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: 
     assert torch.equal(inputs["kvcache"], want)
 
 
+@pytest.mark.parametrize("eps", [0.0, 1e-35, 1e-6, 2.0 ** 101])
+@pytest.mark.parametrize("name", ["dsv4_indexer_bf16_p64", "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64"])
+def test_norm_is_exact_for_every_eps(shipped_ops: dict[str, Op], name: str, eps: float) -> None:
+    """The norm's reciprocal root runs without range checks for 2^-101 <= eps <= 2^100 and as sqrt.rn then
+    rcp.rn otherwise (numeric.cuh inv_sqrt_rn): both write the reference's bytes, also for rows whose mean
+    square is zero, subnormal or underflows (dsv32: LayerNorm, so the centering sum too)."""
+    import torch
+
+    op = shipped_ops[name]
+    inputs = make_inputs(op.variant, 64, 4, "cuda", seed=5)
+    x = inputs["x"]
+    x[1, :] = 0.0
+    x[2, :] = 1e-20  # squares near 1e-40: a subnormal mean square
+    x[3, :] = 1e-30  # squares underflow to zero
+    x[4, :] = 0.0
+    x[4, 0] = 1e-19
+    want = expected(op.variant, inputs, eps)
+    op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
+       eps=eps, bias=inputs["bias"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
 def test_torch_custom_op_under_compile_graphs_and_streams(shipped_ops: dict[str, Op]) -> None:
     """torch.ops.kernelgen.<variant>: torch.compile(fullgraph=True) writes the same bytes as eager,
     CUDA-graph capture and replay too, and the op runs on the current stream."""

@@ -99,3 +99,19 @@ def test_compiled_benchmark_store_lowers_at_one_token() -> None:
     pages = pages_of(v)
     want, got = pages.decode(eager, inputs["out_loc"]), pages.decode(compiled, inputs["out_loc"])
     assert float((got - want).norm() / want.norm()) < 0.02
+
+
+
+def test_lane_sums_are_pairwise_trees_split_at_a_power_of_two() -> None:
+    # float32 sums where the order shows: 2^24 + 1 rounds back to 2^24 (ties to even), 2^24 + 2 is exact.
+    big = float(2 ** 24)
+    four = torch.tensor([[big, 1.0, 1.0, 1.0]])
+    assert reference._tree_sum(four).item() == big + 2  # (big + 1) + (1 + 1); a chain gives big
+    three = torch.tensor([[1.0, 1.0, big]])
+    assert reference._tree_sum(three).item() == big + 2  # split 2 + 1: (1 + 1) + big; 1 + (1 + big) gives big
+    # A power-of-two length is the level-by-level sum of adjacent pairs (another formulation, same tree).
+    t = torch.randn(64, 16) * torch.logspace(-3, 3, 16)
+    level = t
+    while level.shape[-1] > 1:
+        level = level[:, 0::2] + level[:, 1::2]
+    assert torch.equal(reference._tree_sum(t), level[:, 0])

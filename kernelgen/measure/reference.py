@@ -1,6 +1,6 @@
 """PyTorch reference of every variant (CPU or GPU), replaying the kernel's arithmetic order.
 
-Reductions follow the kernel's thread mapping (per-thread partial sums in register order, then
+Reductions follow the kernel's thread mapping (per-thread pairwise trees in register order, then
 a butterfly over lanes) and every step is a separately rounded float32 op, so the reference
 reproduces the kernel's values bit for bit; the bf16 store is checked for exact equality."""
 from __future__ import annotations
@@ -17,16 +17,25 @@ if TYPE_CHECKING:
     import torch
 
 
+def _tree_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum over the last dim as the kernel's pairwise tree (numeric.cuh tree_sum): split at the
+    largest power of two below the length, left half first."""
+    n = t.shape[-1]
+    if n == 1:
+        return t[..., 0]
+    half = 1 << ((n - 1).bit_length() - 1)
+    return _tree_sum(t[..., :half]) + _tree_sum(t[..., half:])
+
+
 def _lane_sum(v: Variant, t: torch.Tensor) -> torch.Tensor:
-    """Row sums [N, 1] in the kernel's order: per lane over (chunk, element), then lane butterfly."""
+    """Row sums [N, 1] in the kernel's order: per lane a pairwise tree over (chunk, element), then
+    the lane butterfly."""
     import torch
 
     g = geometry(v)
     n = t.shape[0]
     per_lane = t.reshape(n, g.chunks, g.threads_per_token, g.vec).permute(0, 2, 1, 3).reshape(n, g.threads_per_token, -1)
-    acc = torch.zeros_like(per_lane[:, :, 0])
-    for j in range(per_lane.shape[-1]):
-        acc = acc + per_lane[:, :, j]
+    acc = _tree_sum(per_lane)
     lanes = torch.arange(g.threads_per_token, device=t.device)
     m = 1
     while m < g.threads_per_token:

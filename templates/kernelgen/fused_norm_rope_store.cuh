@@ -87,14 +87,22 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
 
 // ---- norm ----------------------------------------------------------------------------------
 
+// A lane's sum of its kChunks x kVec values as a pairwise tree (tree_sum, leaves in (chunk, element)
+// order), then the butterfly over the token's lanes: log2 instead of a chain of kChunks x kVec
+// dependent adds on the small-batch path. The reference (measure/reference.py) replays the same tree.
+template <class Cfg>
+__device__ __forceinline__ float lane_sum(const float (&t)[Geometry<Cfg>::kChunks * Cfg::kVec]) {
+  return group_sum<Cfg::kThreadsPerToken>(tree_sum<0, Geometry<Cfg>::kChunks * Cfg::kVec>(t), kWarp);
+}
+
 template <class Cfg>
 __device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
-  float ss = 0.f;
+  float sq[Geometry<Cfg>::kChunks * Cfg::kVec];
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) ss = __fadd_rn(ss, __fmul_rn(r.v[c][k], r.v[c][k]));
-  return group_sum<Cfg::kThreadsPerToken>(ss, kWarp);
+    for (int k = 0; k < Cfg::kVec; ++k) sq[c * Cfg::kVec + k] = __fmul_rn(r.v[c][k], r.v[c][k]);
+  return lane_sum<Cfg>(sq);
 }
 
 // x / head_dim correctly rounded: an exact multiply for a power-of-two head_dim (no range check, no
@@ -110,12 +118,12 @@ __device__ __forceinline__ float div_by_head_dim(float x) {
 
 template <class Cfg>
 __device__ __forceinline__ void center(Row<Cfg>& r) {
-  float s = 0.f;
+  float vals[Geometry<Cfg>::kChunks * Cfg::kVec];
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) s = __fadd_rn(s, r.v[c][k]);
-  const float mean = div_by_head_dim<Cfg>(group_sum<Cfg::kThreadsPerToken>(s, kWarp));
+    for (int k = 0; k < Cfg::kVec; ++k) vals[c * Cfg::kVec + k] = r.v[c][k];
+  const float mean = div_by_head_dim<Cfg>(lane_sum<Cfg>(vals));
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -176,7 +184,7 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
     if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
     const float mean_sq = div_by_head_dim<Cfg>(sum_of_squares(r));
     // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store).
-    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : __frcp_rn(__fsqrt_rn(__fadd_rn(mean_sq, p.eps)));
+    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
     if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
@@ -306,10 +314,10 @@ constexpr uint8_t kUe8m0Nan = 0xFF;
 
 template <class Cfg>
 __device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
-  float amax = 0.f;
+  float a[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; ++k) amax = max_nan(amax, fabsf(r.v[c][k]));
-  return amax;
+  for (int k = 0; k < Cfg::kVec; ++k) a[k] = fabsf(r.v[c][k]);
+  return tree_max_nan<0, Cfg::kVec>(a);  // max is exact in any order: a tree only shortens the chain
 }
 
 // True for every lane of the token when any of its values is NaN or infinite.
@@ -537,7 +545,7 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
     const int64_t num_blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
 #pragma unroll 1
     for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x) {
-      Fetched<Cfg> next;  // copied into cur after the last block too, unset there and never read
+      Fetched<Cfg> next = cur;  // after the last block: a copy of cur, never read
       const bool more = b + gridDim.x < num_blocks;
       if (more) fetch(next, p, first + (b - blockIdx.x + gridDim.x) * Cfg::kTokensPerBlock, lane);
       process(cur, p);

@@ -87,6 +87,40 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
   return v;
 }
 
+// ---- pairwise trees over a lane's values --------------------------------------------------
+//
+// The tree over a[kLo, kLo + kN): split at the largest power of two below kN, left half first. For a
+// power-of-two kN it is the balanced tree of adjacent pairs; its depth is ceil(log2(kN)) instead of
+// the kN - 1 of a chain. measure/reference.py (_tree_sum) replays the same splits.
+
+__host__ __device__ constexpr int pow2_below(int n) {
+  int h = 1;
+  while (2 * h < n) h *= 2;
+  return h;
+}
+
+template <int kLo, int kN, int kLen>
+__device__ __forceinline__ float tree_sum(const float (&a)[kLen]) {
+  static_assert(kN >= 1 && kLo + kN <= kLen, "tree_sum: the range lies inside the array");
+  if constexpr (kN == 1) {
+    return a[kLo];
+  } else {
+    constexpr int kHalf = pow2_below(kN);
+    return __fadd_rn(tree_sum<kLo, kHalf>(a), tree_sum<kLo + kHalf, kN - kHalf>(a));
+  }
+}
+
+template <int kLo, int kN, int kLen>
+__device__ __forceinline__ float tree_max_nan(const float (&a)[kLen]) {
+  static_assert(kN >= 1 && kLo + kN <= kLen, "tree_max_nan: the range lies inside the array");
+  if constexpr (kN == 1) {
+    return a[kLo];
+  } else {
+    constexpr int kHalf = pow2_below(kN);
+    return max_nan(tree_max_nan<kLo, kHalf>(a), tree_max_nan<kLo + kHalf, kN - kHalf>(a));
+  }
+}
+
 // ---- quantizers ------------------------------------------------------------------------
 
 constexpr int kE4m3Max = 448;
@@ -144,6 +178,31 @@ __device__ __forceinline__ float rcp_rn_in_range(float b) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
   return __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
+}
+
+// RN(sqrt(a)) for 2^-101 <= a < 2^128 (finite): the sequence sqrt.rn runs after its range check
+// (approximate reciprocal square root, then one correction of the root), without the check and its
+// slow-path call. A NaN a gives NaN.
+constexpr float kSqrtInRangeMin = 0x1p-101f;
+
+__device__ __forceinline__ float sqrt_rn_in_range(float a) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+  const float s = __fmul_rn(a, r);
+  const float half_r = __fmul_rn(r, 0.5f);
+  return __fmaf_rn(__fmaf_rn(-s, s, a), half_r, s);
+}
+
+// RN(1 / RN(sqrt(a))) for a = RN(mean_sq + eps) with mean_sq >= 0 and finite (or NaN). With
+// 2^-101 <= eps <= 2^100 (every eps in use; the test is one uniform branch on a kernel argument),
+// a >= eps lies in sqrt_rn_in_range's range (a sum below 2^103 past FLT_MAX rounds to a finite
+// float), and its root, in [2^-50.5, 2^64), in rcp_rn_in_range's: the norm's reciprocal root runs
+// without range checks or slow-path calls. Any other eps takes sqrt.rn and rcp.rn.
+constexpr float kFastEpsMax = 0x1p100f;
+
+__device__ __forceinline__ float inv_sqrt_rn(float a, float eps) {
+  if (eps >= kSqrtInRangeMin && eps <= kFastEpsMax) return rcp_rn_in_range(sqrt_rn_in_range(a));
+  return __frcp_rn(__fsqrt_rn(a));
 }
 
 __device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
