@@ -59,6 +59,22 @@ def test_loaded_op_checks_tensors_before_launch(cache_dir: Path) -> None:
         op(x, w, freqs, pos, loc, op.layout.allocate(2))
 
 
+def test_unused_tensors_reach_the_symbol_as_empty_placeholders(cache_dir: Path) -> None:
+    """The call path fills a None operand (here the bias of an RMSNorm variant) with one empty uint8 tensor,
+    in its own argument position, and passes every other argument through untouched."""
+    op = load("dsv4_indexer", NAME, arch="sm_90a")
+    seen: list[tuple] = []
+    op.function = lambda *args: seen.append(args)
+    x, w = torch.randn(4, 128).bfloat16(), torch.randn(128)
+    freqs, pos, loc, pool = torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4), op.layout.allocate(2)
+    op(x, w, freqs, pos, loc, pool, eps=1e-5)
+    got = seen[-1]
+    assert got[0] is x and got[1] is w and got[3] is freqs and got[4] is pos and got[5] is loc and got[6] is pool
+    assert got[2].numel() == 0 and got[2].dtype == torch.uint8 and got[7] == 1e-5
+    op(x, None, None, None, loc, pool)
+    assert all(t.numel() == 0 and t.dtype == torch.uint8 for t in seen[-1][1:5])
+
+
 def test_exported_symbol_guards_itself(cache_dir: Path) -> None:
     """A serving framework calling the .so directly still gets a clean error, not a wild write."""
     op = load("dsv4_indexer", NAME, arch="sm_90a")

@@ -261,18 +261,26 @@ def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: 
 @pytest.mark.parametrize("name", ["dsv4_indexer_bf16_p64", "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64"])
 def test_norm_is_exact_for_every_eps(shipped_ops: dict[str, Op], name: str, eps: float) -> None:
     """The norm's reciprocal root runs without range checks for 2^-101 <= eps <= 2^100 and as sqrt.rn then
-    rcp.rn otherwise (numeric.cuh inv_sqrt_rn): both write the reference's bytes, also for rows whose mean
-    square is zero, subnormal or underflows (dsv32: LayerNorm, so the centering sum too)."""
+    rcp.rn otherwise (numeric.cuh inv_sqrt_rn): both write the reference's bytes. Rows 1-5 are written
+    (free slots, positions in range): a zero row, a subnormal mean square, one that underflows to zero, a
+    single tiny value (subnormal also after LayerNorm's centering, dsv32), and an all -0.0 row. With eps = 0
+    a fast path taken by mistake turns the subnormal rows into NaN rows."""
     import torch
 
     op = shipped_ops[name]
     inputs = make_inputs(op.variant, 64, 4, "cuda", seed=5)
-    x = inputs["x"]
+    x, out_loc, positions = inputs["x"], inputs["out_loc"], inputs["positions"]
+    taken = set(out_loc.tolist())
+    free = [slot for slot in range(inputs["kvcache"].shape[0] * op.variant.page_size) if slot not in taken][:5]
+    out_loc[1:6] = torch.tensor(free, device="cuda", dtype=out_loc.dtype)
+    if positions is not None:
+        positions[1:6] = torch.arange(5, device="cuda", dtype=positions.dtype)
     x[1, :] = 0.0
     x[2, :] = 1e-20  # squares near 1e-40: a subnormal mean square
     x[3, :] = 1e-30  # squares underflow to zero
     x[4, :] = 0.0
     x[4, 0] = 1e-19
+    x[5, :] = -0.0
     want = expected(op.variant, inputs, eps)
     op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
        eps=eps, bias=inputs["bias"])

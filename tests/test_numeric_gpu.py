@@ -10,7 +10,9 @@ amax range the kernels see; so are the norm's sqrt_rn_in_range and inv_sqrt_rn, 
 __frcp_rn(__fsqrt_rn), for every float their callers can pass."""
 from __future__ import annotations
 
-from pathlib import Path
+import math
+import struct
+from typing import Any
 
 import pytest
 
@@ -55,6 +57,21 @@ void run(tvm::ffi::TensorView counts, tvm::ffi::TensorView first, int64_t op, in
   compare<<<1024, 256>>>(static_cast<int>(op), static_cast<int>(e_lo), static_cast<int>(e_hi),
                          static_cast<unsigned long long*>(counts.data_ptr()), static_cast<uint32_t*>(first.data_ptr()));
 }
+
+// inv_sqrt_rn(a, eps) beside __frcp_rn(__fsqrt_rn(a)) for (eps, a) pairs: out[i] = 1 where the bits differ
+// (two NaNs count as equal: either makes a NaN row).
+__global__ void compare_pairs(const float* pairs, int n, int* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float eps = pairs[2 * i], a = pairs[2 * i + 1];
+  const float mine = kernelgen::inv_sqrt_rn(a, eps), ieee = __frcp_rn(__fsqrt_rn(a));
+  out[i] = !(isnan(mine) && isnan(ieee)) && __float_as_uint(mine) != __float_as_uint(ieee);
+}
+
+void run_pairs(tvm::ffi::TensorView pairs, tvm::ffi::TensorView out) {
+  const int n = static_cast<int>(out.size(0));
+  compare_pairs<<<(n + 255) / 256, 256>>>(static_cast<const float*>(pairs.data_ptr()), n, static_cast<int*>(out.data_ptr()));
+}
 """
 
 # (op, name, biased exponents [lo, hi)). Every scale a quantizer makes lies in [1e-4 / 448, FLT_MAX / 448],
@@ -65,15 +82,23 @@ CASES = [(0, "rcp_rn_in_range", 2, 252), (1, "div_by<448>", 113, 255), (2, "div_
          (3, "sqrt_rn_in_range", 26, 255), (4, "inv_sqrt_rn", 26, 255)]
 
 
-def test_range_check_free_arithmetic_matches_ieee(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module")
+def module(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import torch
     from tvm_ffi.cpp import load_inline
 
     major, minor = torch.cuda.get_device_capability()
-    monkeypatch.setenv("TVM_FFI_CUDA_ARCH_LIST", f"{major}.{minor}")  # tvm-ffi's own build: this GPU only
-    monkeypatch.setenv("CUDA_HOME", str(knobs.cuda_home()))
-    module = load_inline("kernelgen_numeric_check", cuda_sources=SOURCE, functions=["run"],
-                         extra_include_paths=[str(resources.include_dir())], build_directory=str(tmp_path))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TVM_FFI_CUDA_ARCH_LIST", f"{major}.{minor}")  # tvm-ffi's own build: this GPU only
+        env.setenv("CUDA_HOME", str(knobs.cuda_home()))
+        return load_inline("kernelgen_numeric_check", cuda_sources=SOURCE, functions=["run", "run_pairs"],
+                           extra_include_paths=[str(resources.include_dir())],
+                           build_directory=str(tmp_path_factory.mktemp("numeric")))
+
+
+def test_range_check_free_arithmetic_matches_ieee(module: Any) -> None:
+    import torch
+
     bad = {}
     for op, name, lo, hi in CASES:
         counts = torch.zeros(1, dtype=torch.int64, device="cuda")
@@ -82,3 +107,33 @@ def test_range_check_free_arithmetic_matches_ieee(tmp_path: Path, monkeypatch: p
         if int(counts[0]):
             bad[name] = (int(counts[0]), f"{int(first[0]) & 0xFFFFFFFF:#010x}")
     assert not bad, f"differs from the IEEE op (count, bits of one input): {bad}"
+
+
+def _f32(v: float) -> float:
+    """v rounded to float32 (inf and NaN kept)."""
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def _f32_step(v: float, up: bool) -> float:
+    """The float32 neighbour of a positive float32 v, above or below."""
+    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    return struct.unpack("<f", struct.pack("<I", bits + (1 if up else -1)))[0]
+
+
+def test_norm_root_takes_the_fast_path_only_inside_its_eps_range(module: Any) -> None:
+    """inv_sqrt_rn's branch, with eps a run-time value: inside [2^-101, 2^100] (a >= eps there, as
+    a = RN(mean_sq + eps) is) and just outside, at both ends. Outside the range a wrongly taken fast path
+    gives NaN where the IEEE ops give a finite reciprocal root (subnormal a) or 0 (a = inf)."""
+    import torch
+
+    lo, hi, flt_max, tiny = 2.0 ** -101, 2.0 ** 100, 3.4028234663852886e38, 1.401298464324817e-45
+    inside = [_f32(e) for e in (lo, _f32_step(lo, True), 1e-6, 1.0, _f32_step(hi, False), hi)]
+    outside = [_f32(e) for e in (0.0, _f32_step(lo, False), tiny, _f32_step(hi, True), 2.0 ** 101, math.inf, math.nan, -1.0)]
+    pairs = [(eps, a) for eps in inside for a in (eps, _f32_step(eps, True), 1.0, 3.0, flt_max, math.nan)]
+    pairs += [(eps, _f32(a)) for eps in outside
+              for a in (0.0, tiny, 1e-40, 2.0 ** -110, _f32_step(lo, False), 1.0, flt_max, math.inf)]
+    table = torch.tensor(pairs, dtype=torch.float32, device="cuda")  # every value is a float32 already
+    out = torch.zeros(len(pairs), dtype=torch.int32, device="cuda")
+    module.run_pairs(table, out)
+    wrong = [pairs[i] for i in out.nonzero().flatten().tolist()]
+    assert not wrong, f"inv_sqrt_rn differs from RN(1 / RN(sqrt(a))) at (eps, a) = {wrong[:5]}"

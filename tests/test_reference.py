@@ -101,7 +101,6 @@ def test_compiled_benchmark_store_lowers_at_one_token() -> None:
     assert float((got - want).norm() / want.norm()) < 0.02
 
 
-
 def test_lane_sums_are_pairwise_trees_split_at_a_power_of_two() -> None:
     # float32 sums where the order shows: 2^24 + 1 rounds back to 2^24 (ties to even), 2^24 + 2 is exact.
     big = float(2 ** 24)
