@@ -92,7 +92,7 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
 // dependent adds on the small-batch path. The reference (measure/reference.py) replays the same tree.
 template <class Cfg>
 __device__ __forceinline__ float lane_sum(const float (&t)[Geometry<Cfg>::kChunks * Cfg::kVec]) {
-  return group_sum<Cfg::kThreadsPerToken>(tree_sum<0, Geometry<Cfg>::kChunks * Cfg::kVec>(t), kWarp);
+  return group_sum<Cfg::kThreadsPerToken>(tree_sum<Geometry<Cfg>::kChunks * Cfg::kVec>(t), kWarp);
 }
 
 template <class Cfg>
@@ -317,7 +317,7 @@ __device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
   float a[Cfg::kVec];
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; ++k) a[k] = fabsf(r.v[c][k]);
-  return tree_max_nan<0, Cfg::kVec>(a);  // max is exact in any order: a tree only shortens the chain
+  return tree_max_nan<Cfg::kVec>(a);  // max is exact in any order: a tree only shortens the chain
 }
 
 // True for every lane of the token when any of its values is NaN or infinite.

@@ -99,27 +99,30 @@ __host__ __device__ constexpr int pow2_below(int n) {
   return h;
 }
 
-template <int kLo, int kN, int kLen>
-__device__ __forceinline__ float tree_sum(const float (&a)[kLen]) {
-  static_assert(kN >= 1 && kLo + kN <= kLen, "tree_sum: the range lies inside the array");
+struct AddRn {
+  __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
+};
+struct MaxNan {
+  __device__ __forceinline__ float operator()(float a, float b) const { return max_nan(a, b); }
+};
+
+template <class Op, int kLo, int kN, int kLen>
+__device__ __forceinline__ float tree_reduce(const float (&a)[kLen]) {
+  static_assert(kN >= 1 && kLo + kN <= kLen, "tree_reduce: the range lies inside the array");
   if constexpr (kN == 1) {
     return a[kLo];
   } else {
     constexpr int kHalf = pow2_below(kN);
-    return __fadd_rn(tree_sum<kLo, kHalf>(a), tree_sum<kLo + kHalf, kN - kHalf>(a));
+    return Op()(tree_reduce<Op, kLo, kHalf>(a), tree_reduce<Op, kLo + kHalf, kN - kHalf>(a));
   }
 }
 
-template <int kLo, int kN, int kLen>
-__device__ __forceinline__ float tree_max_nan(const float (&a)[kLen]) {
-  static_assert(kN >= 1 && kLo + kN <= kLen, "tree_max_nan: the range lies inside the array");
-  if constexpr (kN == 1) {
-    return a[kLo];
-  } else {
-    constexpr int kHalf = pow2_below(kN);
-    return max_nan(tree_max_nan<kLo, kHalf>(a), tree_max_nan<kLo + kHalf, kN - kHalf>(a));
-  }
-}
+// Sum (each add rounded) and NaN-propagating max of a[0, kN) over the tree.
+template <int kN, int kLen>
+__device__ __forceinline__ float tree_sum(const float (&a)[kLen]) { return tree_reduce<AddRn, 0, kN>(a); }
+
+template <int kN, int kLen>
+__device__ __forceinline__ float tree_max_nan(const float (&a)[kLen]) { return tree_reduce<MaxNan, 0, kN>(a); }
 
 // ---- quantizers ------------------------------------------------------------------------
 
