@@ -1,9 +1,12 @@
-"""The device code's division by a quantizer's largest code (numeric.cuh div_by<D>) is correctly rounded.
+"""The device code's division by a quantizer's largest code (numeric.cuh div_by<D>) is correctly rounded,
+and its power-of-two scale exponent (pow2_scale_exponent<D>) is ceil(log2) of that quotient.
 
 The kernel computes a / D as q0 = RN(a * c), r = RN(a - q0 * D) (one FMA), q = RN(q0 + r * c) (one FMA)
 with c = RN(1 / D) and no range check. D = odd * 2^k, so scaling a by a power of two scales every step
 exactly: the mantissa of a alone decides the rounding, and all 2^23 mantissas are checked here, at the
-exponents the kernel sees (amax is floored at 1e-4 and finite), with the FMAs emulated exactly."""
+exponents the kernel sees (amax is floored at 1e-4 and finite), with the FMAs emulated exactly. The
+scale exponent is read off a's bits without dividing; the same argument makes every mantissa at a few
+exponents a complete check (tests/test_numeric_gpu.py runs the device code itself over every float)."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,3 +66,40 @@ def test_the_check_catches_a_misrounded_quotient() -> None:
     m = ((np.uint32(127) << np.uint32(23)) | np.arange(1 << 16, dtype=np.uint32)).view(F32)
     q0 = (m.astype(np.float64) * np.float64(F32(1 / 448))).astype(F32)
     assert not is_correctly_rounded(m, 448, q0).all()
+
+
+def scale_exponent(a: np.ndarray, d: int) -> np.ndarray:
+    """pow2_scale_exponent<D> as the device computes it: a's exponent minus D's, plus one when a's
+    mantissa bits exceed D's (a floored at 1e-4 first)."""
+    k = d.bit_length() - 1
+    d_mantissa = (d << (23 - k)) & 0x7FFFFF
+    bits = np.maximum(a, F32(1e-4)).view(np.uint32).astype(np.int64)
+    return (bits >> 23) - 127 - k + ((bits & 0x7FFFFF) > d_mantissa)
+
+
+def ceil_log2_of_quotient(a: np.ndarray, d: int) -> np.ndarray:
+    """ceil(log2(RN_f32(max(a, 1e-4) / d))): the float64 quotient rounded to float32 is the correctly
+    rounded one (53 >= 2 x 24 + 2 bits: the double rounding is innocuous for a division)."""
+    q = (np.maximum(a, F32(1e-4)).astype(np.float64) / d).astype(F32)
+    bits = q.view(np.uint32).astype(np.int64)
+    return (bits >> 23) - 127 + ((bits & 0x7FFFFF) != 0)
+
+
+@pytest.mark.parametrize("d", [448, 6, 8])
+@pytest.mark.parametrize("exponent", [-14, -13, 0, 40, 127])
+def test_scale_exponent_from_bits_is_ceil_log2_of_the_quotient_for_every_mantissa(d: int, exponent: int) -> None:
+    mantissas = np.arange(1 << 23, dtype=np.uint32)
+    a = ((np.uint32(exponent + 127) << np.uint32(23)) | mantissas).view(F32)
+    mine, want = scale_exponent(a, d), ceil_log2_of_quotient(a, d)
+    bad = mine != want
+    assert not bad.any(), f"scale exponent for a / {d} wrong at a = {a[bad][:4].tolist()}"
+
+
+def test_the_exponent_check_catches_an_off_by_one_threshold() -> None:
+    # a mantissa threshold one too low or too high (>= for >, or D's mantissa +- 1) fails at a = D x 2^j
+    a = np.array([448.0, np.nextafter(F32(448.0), F32(np.inf)), 6.0, 1.5], dtype=F32)
+    assert (scale_exponent(a, 448) == ceil_log2_of_quotient(a, 448)).all()
+    assert ceil_log2_of_quotient(a[:2], 448).tolist() == [0, 1]
+    bits = a.view(np.uint32).astype(np.int64)
+    inclusive = (bits >> 23) - 127 - 8 + ((bits & 0x7FFFFF) >= 0x600000)
+    assert (inclusive != ceil_log2_of_quotient(a, 448))[0]

@@ -7,7 +7,9 @@ float32 in [2^-125, 2^125) (all 2^23 mantissas at each of 250 exponents) beside 
 defines as correctly rounded, and counts the differences. div_by<448> and div_by<6> (checked on the
 CPU with the FMAs emulated in tests/test_numeric.py) are run here too, beside __fdiv_rn, over the
 amax range the kernels see; so are the norm's sqrt_rn_in_range and inv_sqrt_rn, beside __fsqrt_rn and
-__frcp_rn(__fsqrt_rn), for every float their callers can pass."""
+__frcp_rn(__fsqrt_rn), for every float their callers can pass, and the power-of-two quantizers' scale
+exponent read off amax's bits (pow2_scale_exponent), beside ceil_log2 of the correctly rounded quotient,
+for every non-negative finite float."""
 from __future__ import annotations
 
 import math
@@ -29,8 +31,14 @@ SOURCE = r"""
 // One of numeric.cuh's range-check-free ops beside CUDA's IEEE op, for every float
 // a = 2^(e - 127) x (1 + m / 2^23), e in [e_lo, e_hi): op 0 rcp_rn_in_range / __frcp_rn,
 // 1 div_by<448> / __fdiv_rn, 2 div_by<6> / __fdiv_rn, 3 sqrt_rn_in_range / __fsqrt_rn,
-// 4 inv_sqrt_rn (eps = 1e-6) / __frcp_rn(__fsqrt_rn). counts[0]: inputs that differ; first: one of them.
+// 4 inv_sqrt_rn (eps = 1e-6) / __frcp_rn(__fsqrt_rn), 5 and 6 pow2_scale_exponent<448 | 6> / ceil_log2 of
+// __fdiv_rn(max(a, 1e-4), 448 | 6). counts[0]: inputs that differ; first: one of them.
 __device__ __forceinline__ bool differs(int op, float a) {
+  if (op == 5 || op == 6) {
+    const int q = op == 5 ? 448 : 6;
+    const int mine = op == 5 ? kernelgen::pow2_scale_exponent<448>(a) : kernelgen::pow2_scale_exponent<6>(a);
+    return mine != kernelgen::ceil_log2(__fdiv_rn(fmaxf(a, kernelgen::kAmaxFloor), float(q)));
+  }
   float mine, ieee;
   switch (op) {
     case 0: mine = kernelgen::rcp_rn_in_range(a); ieee = __frcp_rn(a); break;
@@ -78,8 +86,10 @@ void run_pairs(tvm::ffi::TensorView pairs, tvm::ffi::TensorView out) {
 # inside [2^-125, 2^125): exponents 2 .. 251. amax, the dividend of div_by, lies in [1e-4, FLT_MAX]:
 # exponents 113 .. 254. The norm's RN(mean_sq + eps) with eps in [2^-101, 2^100] lies in [2^-101, FLT_MAX]:
 # exponents 26 .. 254 (inv_sqrt_rn is checked there with eps = 1e-6, which takes its fast path).
+# The scale exponents are checked for every non-negative finite float (exponents 0 .. 254, the floor included).
 CASES = [(0, "rcp_rn_in_range", 2, 252), (1, "div_by<448>", 113, 255), (2, "div_by<6>", 113, 255),
-         (3, "sqrt_rn_in_range", 26, 255), (4, "inv_sqrt_rn", 26, 255)]
+         (3, "sqrt_rn_in_range", 26, 255), (4, "inv_sqrt_rn", 26, 255),
+         (5, "pow2_scale_exponent<448>", 0, 255), (6, "pow2_scale_exponent<6>", 0, 255)]
 
 
 @pytest.fixture(scope="module")

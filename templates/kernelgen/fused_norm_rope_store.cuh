@@ -183,8 +183,10 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
   if constexpr (Cfg::kNorm != Norm::kNone) {
     if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
     const float mean_sq = div_by_head_dim<Cfg>(sum_of_squares(r));
-    // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store).
-    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
+    // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store). A select
+    // after the root, not a branch around it: nvcc then hoists the eps test into the shuffle stages.
+    const float root = inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
+    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : root;
     if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
@@ -361,7 +363,11 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
-  amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
+  if constexpr (Cfg::kThreadsPerToken >= 16) {
+    amax = group_max_nonneg<Cfg::kThreadsPerToken>(amax);  // one redux instead of 4-5 shuffle stages
+  } else {
+    amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
+  }
   const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
   const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll

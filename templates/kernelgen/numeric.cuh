@@ -14,6 +14,7 @@
 namespace kernelgen {
 
 __host__ __device__ constexpr bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+__host__ __device__ constexpr int floor_log2(int v) { return v > 1 ? 1 + floor_log2(v / 2) : 0; }
 
 // ---- element conversions -------------------------------------------------------------
 
@@ -85,6 +86,26 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
 #pragma unroll
   for (int m = 1; m < kWidth; m <<= 1) v = fmaxf(v, __shfl_xor_sync(mask, v, m));
   return v;
+}
+
+// The max over a group of 16 or 32 lanes of values that are >= 0 or NaN, every lane of the warp
+// taking part. Such floats order as their bits (a NaN's exceed inf's), so one integer redux.sync per
+// group (the other group's lanes contribute 0) stands for the log2(kWidth) dependent shuffle-and-max
+// stages of group_max: about 36 cycles against 5 x 29 at 32 lanes (H200, docs/perf.md change 11).
+// A NaN in the group gives a NaN (group_max's fmaxf would drop it); callers that see NaNs replace the
+// result anyway. Narrower groups keep the shuffles: one redux per group would cost more.
+template <int kWidth>
+__device__ __forceinline__ float group_max_nonneg(float v) {
+  static_assert(kWidth == 16 || kWidth == 32, "group_max_nonneg: groups of 16 or 32 lanes");
+  const uint32_t bits = __float_as_uint(v);
+  if constexpr (kWidth == 32) {
+    return __uint_as_float(__reduce_max_sync(0xffffffffu, bits));
+  } else {
+    const bool upper = (threadIdx.x & 16) != 0;
+    const uint32_t lower_max = __reduce_max_sync(0xffffffffu, upper ? 0u : bits);
+    const uint32_t upper_max = __reduce_max_sync(0xffffffffu, upper ? bits : 0u);
+    return __uint_as_float(upper ? upper_max : lower_max);
+  }
 }
 
 // ---- pairwise trees over a lane's values --------------------------------------------------
@@ -210,10 +231,21 @@ __device__ __forceinline__ float inv_sqrt_rn(float a, float eps) {
 
 __device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
 
-// UE8M0 exponent of the power-of-two scale 2^ceil(log2(max(amax, 1e-4) / kQmax)).
+// UE8M0 exponent of the power-of-two scale, ceil(log2(RN(a / kQmax))) with a = max(amax, 1e-4) (amax
+// >= 0, finite), read off a's bits. Write kQmax = c x 2^k with 1 <= c < 2 and a = 1.m x 2^E: the
+// quotient is (1.m / c) x 2^(E - k), where 1.m / c lies in (1/2, 2). For 1.m <= c it is above 2^(E-k-1)
+// by far more than half an ulp and at most 2^(E - k), and so is its rounding: the exponent is E - k.
+// For 1.m > c it exceeds 2^(E - k) by at least 2^-23 / c > 2^-24 relative, more than half an ulp, so it
+// rounds above 2^(E - k): E - k + 1. So the exponent is E - k, plus one when a's mantissa bits exceed
+// c's: five integer instructions where the quotient and ceil_log2 of it took eleven dependent ones
+// (tests/test_numeric.py checks every mantissa, tests/test_numeric_gpu.py every float, against
+// ceil_log2(a / kQmax) correctly rounded).
 template <int kQmax>
 __device__ __forceinline__ int pow2_scale_exponent(float amax) {
-  return ceil_log2(div_by<kQmax>(fmaxf(amax, kAmaxFloor)));
+  constexpr int kK = floor_log2(kQmax);
+  constexpr uint32_t kCMantissa = (static_cast<uint32_t>(kQmax) << (23 - kK)) & 0x7fffffu;
+  const uint32_t bits = __float_as_uint(fmaxf(amax, kAmaxFloor));
+  return static_cast<int>(bits >> 23) - 127 - kK + ((bits & 0x7fffffu) > kCMantissa ? 1 : 0);
 }
 
 // ---- pairs of float32 values -----------------------------------------------------------------
