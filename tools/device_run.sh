@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
 # the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench ncu host probe loop ab.
+# 8 files). Phases: test sanitize tune bench ncu host probe loop ab latency.
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
@@ -57,6 +57,8 @@ for phase in "$@"; do
       python3 -c "import torch, tvm_ffi; print('torch', torch.__version__, 'tvm-ffi', tvm_ffi.__version__, 'DLPack C exchange API:',
         any(hasattr(torch.Tensor, a) for a in ('__dlpack_c_exchange_api__', '__c_dlpack_exchange_api__')))" | tee "$RES/host_profile.log"
       python3 tools/host_profile.py 2>&1 | tee -a "$RES/host_profile.log" ;;
+    latency)
+      nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe | tee "$RES/latency_probe.log" ;;
     ab)  # ab_old/: the old tree, not git-ignored so that it travels (see tools/ab_kernels.py)
       python3 tools/ab_kernels.py ab_old ${AB_SETS:-dsv4_indexer:dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 dsv4_mainkv:dsv4_mainkv_fp8mla_p64,dsv4_mainkv_bf16_p64} \
         ${AB_ARGS:-} --json "$RES/ab_kernels.json" 2>&1 | tee "$RES/ab_kernels.log" | tail -32 ;;

@@ -1,0 +1,220 @@
+// tools/latency_probe.cu: the latencies a small-batch call is made of, measured on the GPU at hand
+// (docs/perf.md change 11). Two parts:
+//   1. dependent-chain latency in cycles (clock64 around 256 steps of one warp): a shuffle-and-add or
+//      shuffle-and-max stage, an integer redux.sync (one group, and four masked groups), a ballot, an
+//      L2-hit load chain; the "net" column subtracts the loop's own cost (an FADD-only loop, less the
+//      FADD's 4 cycles);
+//   2. CUDA-graph replay per call (20 calls per graph, median of 30 replays): an empty kernel without
+//      and with programmatic dependent launch, a 1 KB copy, and an index load followed by the copy.
+//   nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe
+// (tools/device_run.sh latency). Not part of the package: a measuring tool beside tools/chain_probe.py.
+#include <cstdio>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); return 1; } } while (0)
+
+constexpr int kIters = 256;
+
+__global__ void lat_shfl_max(float* out, long long* cyc, float seed) {
+  float v = seed + threadIdx.x;
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1 << (i & 4)));
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = v;
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+__global__ void lat_shfl_add(float* out, long long* cyc, float seed) {
+  float v = seed + threadIdx.x;
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1 << (i & 4)));
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = v;
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+__global__ void lat_redux_max(float* out, long long* cyc, float seed) {
+  unsigned v = __float_as_uint(seed + threadIdx.x);
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    v = __reduce_max_sync(0xffffffffu, v ^ (threadIdx.x & i & 1));
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = __uint_as_float(v);
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+// Four independent group reductions (masked values), as a grouped amax would issue them.
+__global__ void lat_redux_max4(float* out, long long* cyc, float seed) {
+  unsigned v = __float_as_uint(seed + threadIdx.x);
+  const int g = threadIdx.x >> 3;
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    unsigned a = __reduce_max_sync(0xffffffffu, g == 0 ? v : 0u);
+    unsigned b = __reduce_max_sync(0xffffffffu, g == 1 ? v : 0u);
+    unsigned c = __reduce_max_sync(0xffffffffu, g == 2 ? v : 0u);
+    unsigned d = __reduce_max_sync(0xffffffffu, g == 3 ? v : 0u);
+    v = (g == 0 ? a : g == 1 ? b : g == 2 ? c : d) ^ (i & 1);
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = __uint_as_float(v);
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+__global__ void lat_ballot(float* out, long long* cyc, float seed) {
+  unsigned v = __float_as_uint(seed + threadIdx.x);
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    v = __ballot_sync(0xffffffffu, (v >> (threadIdx.x & 7)) & 1) + i;
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = __uint_as_float(v);
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+__global__ void lat_fadd(float* out, long long* cyc, float seed) {
+  float v = seed + threadIdx.x;
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) {
+    v = __fadd_rn(v, seed);
+  }
+  long long t1 = clock64();
+  out[threadIdx.x] = v;
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+// A dependent L2-hit chain: p = p[...]
+__global__ void lat_load(const unsigned* ring, unsigned* out, long long* cyc) {
+  unsigned p = 0;
+  long long t0 = clock64();
+#pragma unroll 1
+  for (int i = 0; i < kIters; ++i) p = __ldcg(ring + p);
+  long long t1 = clock64();
+  out[0] = p;
+  if (threadIdx.x == 0) cyc[0] = t1 - t0;
+}
+
+// ---- floors ----
+__global__ void k_empty() {}
+__global__ void k_empty_pdl() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+__global__ void k_copy_pdl(const uint4* __restrict__ in, uint4* out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+  out[threadIdx.x] = __ldg(in + threadIdx.x);
+}
+__global__ void k_copy2_pdl(const unsigned* __restrict__ idx, const uint4* __restrict__ in, uint4* out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+  unsigned j = __ldg(idx);
+  out[threadIdx.x] = __ldg(in + j * 64 + threadIdx.x);
+}
+__global__ void k_copy(const uint4* __restrict__ in, uint4* out) { out[threadIdx.x] = __ldg(in + threadIdx.x); }
+
+template <class F>
+float graph_us(F launch, cudaStream_t s, int calls = 20, int reps = 30) {
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  for (int i = 0; i < calls; ++i) launch();
+  cudaStreamEndCapture(s, &g);
+  cudaGraphInstantiate(&e, g, 0);
+  for (int i = 0; i < 3; ++i) cudaGraphLaunch(e, s);
+  cudaStreamSynchronize(s);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  float best[64];
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a, s);
+    cudaGraphLaunch(e, s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    cudaEventElapsedTime(&best[r], a, b);
+  }
+  // median
+  for (int i = 0; i < reps; ++i)
+    for (int j = i + 1; j < reps; ++j)
+      if (best[j] < best[i]) { float t = best[i]; best[i] = best[j]; best[j] = t; }
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  return best[reps / 2] * 1000.f / calls;
+}
+
+template <class K, class... A>
+void launch_ex(K k, cudaStream_t s, bool pdl, int threads, A... args) {
+  cudaLaunchConfig_t c = {};
+  c.gridDim = dim3(1);
+  c.blockDim = dim3(threads);
+  c.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  c.attrs = at;
+  c.numAttrs = pdl ? 1 : 0;
+  cudaLaunchKernelEx(&c, k, args...);
+}
+
+int main() {
+  float* out;
+  long long* cyc;
+  unsigned *ring, *uout;
+  CK(cudaMalloc(&out, 4096));
+  CK(cudaMalloc(&cyc, 64));
+  CK(cudaMalloc(&uout, 64));
+  const int kRing = 1 << 16;
+  CK(cudaMalloc(&ring, kRing * 4));
+  unsigned* h = new unsigned[kRing];
+  for (int i = 0; i < kRing; ++i) h[i] = (i * 2654435761u + 977) % kRing;  // a scattered ring
+  CK(cudaMemcpy(ring, h, kRing * 4, cudaMemcpyHostToDevice));
+  long long c;
+  double loop_cost = 0;  // the FADD-only loop's cycles per step, less the FADD's own 4
+  auto report = [&](const char* name) {
+    cudaDeviceSynchronize();
+    cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost);
+    const double per = double(c) / kIters;
+    if (loop_cost == 0) loop_cost = per - 4;
+    printf("%-28s %6.1f cycles per step, net %6.1f\n", name, per, per - loop_cost);
+  };
+  for (int warm = 0; warm < 2; ++warm) {
+    loop_cost = 0;
+    lat_fadd<<<1, 32>>>(out, cyc, 1.f); report("fadd");
+    lat_shfl_add<<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fadd");
+    lat_shfl_max<<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fmax");
+    lat_redux_max<<<1, 32>>>(out, cyc, 1.f); report("redux.max.u32 (+lop)");
+    lat_redux_max4<<<1, 32>>>(out, cyc, 1.f); report("4 x redux.max masked");
+    lat_ballot<<<1, 32>>>(out, cyc, 1.f); report("ballot (+shift,iadd)");
+    lat_load<<<1, 1>>>(ring, uout, cyc); report("ld.cg L2 hit chain");
+  }
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint4 *in, *o;
+  unsigned* idx;
+  CK(cudaMalloc(&in, 1 << 20));
+  CK(cudaMalloc(&o, 1 << 20));
+  CK(cudaMalloc(&idx, 64));
+  CK(cudaMemset(idx, 0, 64));
+  for (int rep = 0; rep < 3; ++rep) {
+    printf("floor empty            %.3f us\n", graph_us([&] { launch_ex(k_empty, s, false, 32); }, s));
+    printf("floor empty + PDL      %.3f us\n", graph_us([&] { launch_ex(k_empty_pdl, s, true, 32); }, s));
+    printf("copy 1 KB              %.3f us\n", graph_us([&] { launch_ex(k_copy, s, false, 64, (const uint4*)in, o); }, s));
+    printf("copy 1 KB + PDL        %.3f us\n", graph_us([&] { launch_ex(k_copy_pdl, s, true, 64, (const uint4*)in, o); }, s));
+    printf("idx->copy 1 KB + PDL   %.3f us\n",
+           graph_us([&] { launch_ex(k_copy2_pdl, s, true, 64, (const unsigned*)idx, (const uint4*)in, o); }, s));
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
