@@ -5,12 +5,19 @@ The kernel computes a / D as q0 = RN(a * c), r = RN(a - q0 * D) (one FMA), q = R
 with c = RN(1 / D) and no range check. D = odd * 2^k, so scaling a by a power of two scales every step
 exactly: the mantissa of a alone decides the rounding, and all 2^23 mantissas are checked here, at the
 exponents the kernel sees (amax is floored at 1e-4 and finite), with the FMAs emulated exactly. The
-scale exponent is read off a's bits without dividing; the same argument makes every mantissa at a few
-exponents a complete check (tests/test_numeric_gpu.py runs the device code itself over every float)."""
+scale exponent is read off a's bits without dividing; by the same argument every mantissa at a few
+exponents is a complete check. It is checked twice: the rule in numpy (a pure test), and numeric.cuh's
+own code built for the host with nvcc (a build test); tests/test_numeric_gpu.py runs it on the GPU."""
 from __future__ import annotations
+
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+from kernelgen import resources
+from kernelgen.build.toolchain import find_nvcc
 
 F32 = np.float32
 
@@ -96,10 +103,57 @@ def test_scale_exponent_from_bits_is_ceil_log2_of_the_quotient_for_every_mantiss
 
 
 def test_the_exponent_check_catches_an_off_by_one_threshold() -> None:
-    # a mantissa threshold one too low or too high (>= for >, or D's mantissa +- 1) fails at a = D x 2^j
-    a = np.array([448.0, np.nextafter(F32(448.0), F32(np.inf)), 6.0, 1.5], dtype=F32)
-    assert (scale_exponent(a, 448) == ceil_log2_of_quotient(a, 448)).all()
-    assert ceil_log2_of_quotient(a[:2], 448).tolist() == [0, 1]
+    # a threshold one mantissa step off fails: >= for > (or D's mantissa - 1) at a = 448, D's mantissa + 1
+    # at the float just above 448
+    a = np.array([448.0, np.nextafter(F32(448.0), F32(np.inf))], dtype=F32)
+    want = ceil_log2_of_quotient(a, 448)
+    assert want.tolist() == [0, 1] and (scale_exponent(a, 448) == want).all()
     bits = a.view(np.uint32).astype(np.int64)
-    inclusive = (bits >> 23) - 127 - 8 + ((bits & 0x7FFFFF) >= 0x600000)
-    assert (inclusive != ceil_log2_of_quotient(a, 448))[0]
+    for wrong in ((bits & 0x7FFFFF) >= 0x600000, (bits & 0x7FFFFF) > 0x5FFFFF, (bits & 0x7FFFFF) > 0x600001):
+        assert ((bits >> 23) - 127 - 8 + wrong != want).any()
+
+
+HOST_CHECK = r"""
+#include <cstdio>
+#include "kernelgen/numeric.cuh"
+
+// numeric.cuh's pow2_scale_exponent<Q>, run on the host, against ceil_log2 of the quotient rounded once
+// (the float64 quotient rounded to float32: 53 >= 2 x 24 + 2 bits, so the double rounding is innocuous).
+template <int Q>
+long check(uint32_t bits) {
+  float a;
+  std::memcpy(&a, &bits, sizeof a);
+  const float q = static_cast<float>(static_cast<double>(fmaxf(a, kernelgen::kAmaxFloor)) / Q);
+  if (kernelgen::pow2_scale_exponent<Q>(a) == kernelgen::ceil_log2(q)) return 0;
+  std::printf("%d %08x\n", Q, bits);
+  return 1;
+}
+
+int main() {
+  long bad = 0;
+  for (int e : {-14, -13, 0, 40, 127})  // every mantissa at five exponents
+    for (uint32_t m = 0; m < (1u << 23) && bad < 8; ++m) {
+      const uint32_t bits = (uint32_t(e + 127) << 23) | m;
+      bad += check<448>(bits) + check<6>(bits);
+    }
+  for (uint32_t e = 0; e < 255; ++e)  // every exponent, a spread of mantissas and the thresholds' neighbours
+    for (uint32_t m : {0u, 1u, 0x3FFFFFu, 0x400000u, 0x400001u, 0x5FFFFFu, 0x600000u, 0x600001u, 0x7FFFFFu, 0x2468ACu})
+      bad += check<448>((e << 23) | m) + check<6>((e << 23) | m);
+  std::printf("%ld\n", bad);
+  return bad != 0;
+}
+"""
+
+
+@pytest.mark.build
+def test_numeric_cuh_scale_exponent_built_for_the_host_is_ceil_log2_of_the_quotient(tmp_path: Path) -> None:
+    nvcc = find_nvcc()
+    assert nvcc is not None
+    source = tmp_path / "check.cu"
+    source.write_text(HOST_CHECK)
+    binary = tmp_path / "check"
+    built = subprocess.run([str(nvcc), "-std=c++17", "-O2", "-arch=sm_90a", f"-I{resources.include_dir()}",
+                            str(source), "-o", str(binary)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    ran = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert ran.returncode == 0, f"pow2_scale_exponent differs from ceil_log2(RN(a / Q)) at (Q, bits of a): {ran.stdout}"

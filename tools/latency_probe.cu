@@ -1,9 +1,10 @@
 // tools/latency_probe.cu: the latencies a small-batch call is made of, measured on the GPU at hand
 // (docs/perf.md change 11). Two parts:
-//   1. dependent-chain latency in cycles (clock64 around 256 steps of one warp): a shuffle-and-add or
-//      shuffle-and-max stage, an integer redux.sync (one group, and four masked groups), a ballot, an
-//      L2-hit load chain; the "net" column subtracts the loop's own cost (an FADD-only loop, less the
-//      FADD's 4 cycles);
+//   1. dependent-chain latency in cycles (clock64 around 256 steps of one warp, eight steps per loop
+//      iteration): a shuffle-and-add or shuffle-and-max stage, an integer redux.sync (one group; two and
+//      four groups on masked values), a ballot, an L2-hit load chain (a scattered ring of 256 KB, read
+//      once before it is timed); the "net" column subtracts the loop's own share per step (an FADD-only
+//      chain, less the FADD's 4 cycles);
 //   2. CUDA-graph replay per call (20 calls per graph, median of 30 replays): an empty kernel without
 //      and with programmatic dependent launch, a 1 KB copy, and an index load followed by the copy.
 //   nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe
@@ -15,82 +16,64 @@
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); return 1; } } while (0)
 
 constexpr int kIters = 256;
+constexpr int kUnroll = 8;  // steps per loop iteration: the loop's branch is spread over eight steps
 
-__global__ void lat_shfl_max(float* out, long long* cyc, float seed) {
-  float v = seed + threadIdx.x;
-  long long t0 = clock64();
-#pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1 << (i & 4)));
+// One step of a dependent chain on a 32-bit state (floats travel as their bits), i the step number.
+struct FaddStep {  // the baseline: the loop's own cost plus one 4-cycle FADD
+  __device__ unsigned operator()(unsigned v, int, float seed) const { return __float_as_uint(__fadd_rn(__uint_as_float(v), seed)); }
+};
+struct ShflAddStep {
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    const float f = __uint_as_float(v);
+    return __float_as_uint(__fadd_rn(f, __shfl_xor_sync(0xffffffffu, f, 1 << (i & 4))));
   }
-  long long t1 = clock64();
-  out[threadIdx.x] = v;
-  if (threadIdx.x == 0) cyc[0] = t1 - t0;
-}
-
-__global__ void lat_shfl_add(float* out, long long* cyc, float seed) {
-  float v = seed + threadIdx.x;
-  long long t0 = clock64();
-#pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1 << (i & 4)));
+};
+struct ShflMaxStep {
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    const float f = __uint_as_float(v);
+    return __float_as_uint(fmaxf(f, __shfl_xor_sync(0xffffffffu, f, 1 << (i & 4))));
   }
-  long long t1 = clock64();
-  out[threadIdx.x] = v;
-  if (threadIdx.x == 0) cyc[0] = t1 - t0;
-}
+};
+struct ReduxStep {  // one group: the whole warp
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    return __reduce_max_sync(0xffffffffu, v ^ (threadIdx.x & i & 1));
+  }
+};
+struct Redux2Step {  // two groups of 16 lanes, one full-warp redux each on masked values (group_max_nonneg<16>)
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    const bool upper = (threadIdx.x & 16) != 0;
+    const unsigned lo = __reduce_max_sync(0xffffffffu, upper ? 0u : v);
+    const unsigned hi = __reduce_max_sync(0xffffffffu, upper ? v : 0u);
+    return (upper ? hi : lo) ^ (i & 1);
+  }
+};
+struct Redux4Step {  // four groups of 8 lanes, one full-warp redux each on masked values
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    const int g = threadIdx.x >> 3;
+    const unsigned a = __reduce_max_sync(0xffffffffu, g == 0 ? v : 0u);
+    const unsigned b = __reduce_max_sync(0xffffffffu, g == 1 ? v : 0u);
+    const unsigned c = __reduce_max_sync(0xffffffffu, g == 2 ? v : 0u);
+    const unsigned d = __reduce_max_sync(0xffffffffu, g == 3 ? v : 0u);
+    return (g == 0 ? a : g == 1 ? b : g == 2 ? c : d) ^ (i & 1);
+  }
+};
+struct BallotStep {
+  __device__ unsigned operator()(unsigned v, int i, float) const {
+    return __ballot_sync(0xffffffffu, (v >> (threadIdx.x & 7)) & 1) + i;
+  }
+};
 
-__global__ void lat_redux_max(float* out, long long* cyc, float seed) {
+template <class Step>
+__global__ void chain(float* out, long long* cyc, float seed) {
   unsigned v = __float_as_uint(seed + threadIdx.x);
-  long long t0 = clock64();
+  const long long t0 = clock64();
 #pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    v = __reduce_max_sync(0xffffffffu, v ^ (threadIdx.x & i & 1));
+  for (int i = 0; i < kIters; i += kUnroll) {
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) v = Step()(v, i + j, seed);
   }
-  long long t1 = clock64();
-  out[threadIdx.x] = __uint_as_float(v);
-  if (threadIdx.x == 0) cyc[0] = t1 - t0;
-}
-
-// Four independent group reductions (masked values), as a grouped amax would issue them.
-__global__ void lat_redux_max4(float* out, long long* cyc, float seed) {
-  unsigned v = __float_as_uint(seed + threadIdx.x);
-  const int g = threadIdx.x >> 3;
-  long long t0 = clock64();
-#pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    unsigned a = __reduce_max_sync(0xffffffffu, g == 0 ? v : 0u);
-    unsigned b = __reduce_max_sync(0xffffffffu, g == 1 ? v : 0u);
-    unsigned c = __reduce_max_sync(0xffffffffu, g == 2 ? v : 0u);
-    unsigned d = __reduce_max_sync(0xffffffffu, g == 3 ? v : 0u);
-    v = (g == 0 ? a : g == 1 ? b : g == 2 ? c : d) ^ (i & 1);
-  }
-  long long t1 = clock64();
-  out[threadIdx.x] = __uint_as_float(v);
-  if (threadIdx.x == 0) cyc[0] = t1 - t0;
-}
-
-__global__ void lat_ballot(float* out, long long* cyc, float seed) {
-  unsigned v = __float_as_uint(seed + threadIdx.x);
-  long long t0 = clock64();
-#pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    v = __ballot_sync(0xffffffffu, (v >> (threadIdx.x & 7)) & 1) + i;
-  }
-  long long t1 = clock64();
-  out[threadIdx.x] = __uint_as_float(v);
-  if (threadIdx.x == 0) cyc[0] = t1 - t0;
-}
-
-__global__ void lat_fadd(float* out, long long* cyc, float seed) {
-  float v = seed + threadIdx.x;
-  long long t0 = clock64();
-#pragma unroll 1
-  for (int i = 0; i < kIters; ++i) {
-    v = __fadd_rn(v, seed);
-  }
-  long long t1 = clock64();
-  out[threadIdx.x] = v;
+  const long long t1 = clock64();
+  out[threadIdx.x] = __uint_as_float(v);  // the chain's result is stored: nothing is optimized away
   if (threadIdx.x == 0) cyc[0] = t1 - t0;
 }
 
@@ -99,7 +82,10 @@ __global__ void lat_load(const unsigned* ring, unsigned* out, long long* cyc) {
   unsigned p = 0;
   long long t0 = clock64();
 #pragma unroll 1
-  for (int i = 0; i < kIters; ++i) p = __ldcg(ring + p);
+  for (int i = 0; i < kIters; i += kUnroll) {
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) p = __ldcg(ring + p);
+  }
   long long t1 = clock64();
   out[0] = p;
   if (threadIdx.x == 0) cyc[0] = t1 - t0;
@@ -181,22 +167,25 @@ int main() {
   for (int i = 0; i < kRing; ++i) h[i] = (i * 2654435761u + 977) % kRing;  // a scattered ring
   CK(cudaMemcpy(ring, h, kRing * 4, cudaMemcpyHostToDevice));
   long long c;
-  double loop_cost = 0;  // the FADD-only loop's cycles per step, less the FADD's own 4
+  double loop_cost = 0;  // the FADD-only chain's cycles per step, less the FADD's own 4
+  bool printing = false;
   auto report = [&](const char* name) {
     cudaDeviceSynchronize();
     cudaMemcpy(&c, cyc, 8, cudaMemcpyDeviceToHost);
     const double per = double(c) / kIters;
     if (loop_cost == 0) loop_cost = per - 4;
-    printf("%-28s %6.1f cycles per step, net %6.1f\n", name, per, per - loop_cost);
+    if (printing) printf("%-28s %6.1f cycles per step, net %6.1f\n", name, per, per - loop_cost);
   };
-  for (int warm = 0; warm < 2; ++warm) {
+  for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the code and the ring into L2, unprinted
+    printing = pass == 1;
     loop_cost = 0;
-    lat_fadd<<<1, 32>>>(out, cyc, 1.f); report("fadd");
-    lat_shfl_add<<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fadd");
-    lat_shfl_max<<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fmax");
-    lat_redux_max<<<1, 32>>>(out, cyc, 1.f); report("redux.max.u32 (+lop)");
-    lat_redux_max4<<<1, 32>>>(out, cyc, 1.f); report("4 x redux.max masked");
-    lat_ballot<<<1, 32>>>(out, cyc, 1.f); report("ballot (+shift,iadd)");
+    chain<FaddStep><<<1, 32>>>(out, cyc, 1.f); report("fadd");
+    chain<ShflAddStep><<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fadd");
+    chain<ShflMaxStep><<<1, 32>>>(out, cyc, 1.f); report("shfl.bfly + fmax");
+    chain<ReduxStep><<<1, 32>>>(out, cyc, 1.f); report("redux.max.u32 (+lop)");
+    chain<Redux2Step><<<1, 32>>>(out, cyc, 1.f); report("2 x redux.max masked");
+    chain<Redux4Step><<<1, 32>>>(out, cyc, 1.f); report("4 x redux.max masked");
+    chain<BallotStep><<<1, 32>>>(out, cyc, 1.f); report("ballot (+shift,iadd)");
     lat_load<<<1, 1>>>(ring, uout, cyc); report("ld.cg L2 hit chain");
   }
   cudaStream_t s;

@@ -10,6 +10,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace kernelgen {
 
@@ -91,9 +92,11 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
 // The max over a group of 16 or 32 lanes of values that are >= 0 or NaN, every lane of the warp
 // taking part. Such floats order as their bits (a NaN's exceed inf's), so one integer redux.sync per
 // group (the other group's lanes contribute 0) stands for the log2(kWidth) dependent shuffle-and-max
-// stages of group_max: about 36 cycles against 5 x 29 at 32 lanes (H200, docs/perf.md change 11).
-// A NaN in the group gives a NaN (group_max's fmaxf would drop it); callers that see NaNs replace the
-// result anyway. Narrower groups keep the shuffles: one redux per group would cost more.
+// stages of group_max: on the H200 one redux takes about 45 cycles and two 56, against 5 x 29 and
+// 4 x 29 (tools/latency_probe.cu, docs/perf.md change 11). A NaN would win here where group_max's
+// fmaxf drops it; the fp8 caller passes no NaNs (its per-lane fmaxf drops them). Narrower groups keep
+// the shuffles: four masked reduxes for 8-lane groups take 78 cycles against 87 for three stages, too
+// close to pay for four more instructions per lane at the token counts where such mappings run.
 template <int kWidth>
 __device__ __forceinline__ float group_max_nonneg(float v) {
   static_assert(kWidth == 16 || kWidth == 32, "group_max_nonneg: groups of 16 or 32 lanes");
@@ -166,9 +169,20 @@ __device__ __forceinline__ float bf16_round(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
 
+// A float's bits, on the device and on the host (tests run the scale exponent's code on the CPU).
+__host__ __device__ __forceinline__ uint32_t float_bits(float v) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(v);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
+}
+
 // Exact ceil(log2(v)) for a positive normal float: the exponent, plus one unless v is a power of two.
-__device__ __forceinline__ int ceil_log2(float v) {
-  const uint32_t bits = __float_as_uint(v);
+__host__ __device__ __forceinline__ int ceil_log2(float v) {
+  const uint32_t bits = float_bits(v);
   return static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0);
 }
 
@@ -233,18 +247,21 @@ __device__ __forceinline__ float exp2_int(int e) { return __uint_as_float(static
 
 // UE8M0 exponent of the power-of-two scale, ceil(log2(RN(a / kQmax))) with a = max(amax, 1e-4) (amax
 // >= 0, finite), read off a's bits. Write kQmax = c x 2^k with 1 <= c < 2 and a = 1.m x 2^E: the
-// quotient is (1.m / c) x 2^(E - k), where 1.m / c lies in (1/2, 2). For 1.m <= c it is above 2^(E-k-1)
-// by far more than half an ulp and at most 2^(E - k), and so is its rounding: the exponent is E - k.
-// For 1.m > c it exceeds 2^(E - k) by at least 2^-23 / c > 2^-24 relative, more than half an ulp, so it
-// rounds above 2^(E - k): E - k + 1. So the exponent is E - k, plus one when a's mantissa bits exceed
-// c's: five integer instructions where the quotient and ceil_log2 of it took eleven dependent ones
-// (tests/test_numeric.py checks every mantissa, tests/test_numeric_gpu.py every float, against
-// ceil_log2(a / kQmax) correctly rounded).
+// quotient is (1.m / c) x 2^(E - k), where 1.m / c lies in (1/2, 2). For 1.m <= c it is at most
+// 2^(E - k), and above 2^(E - k - 1) by the factor 2 / c (8/7 for 448, 4/3 for 6), far more than half
+// an ulp, and so is its rounding: the exponent is E - k. For 1.m > c it exceeds 2^(E - k) by at least
+// 2^-23 / c > 2^-24 relative, more than half an ulp, so it rounds above 2^(E - k): E - k + 1. So the
+// exponent is E - k, plus one when a's mantissa bits exceed c's: five integer instructions where the
+// quotient and ceil_log2 of it took eleven dependent ones. Checked against ceil_log2 of the correctly
+// rounded quotient by tests/test_numeric.py (this code, built for the host, for every mantissa at five
+// exponents and a spread over all exponents) and tests/test_numeric_gpu.py (on the GPU, every float).
 template <int kQmax>
-__device__ __forceinline__ int pow2_scale_exponent(float amax) {
+__host__ __device__ __forceinline__ int pow2_scale_exponent(float amax) {
   constexpr int kK = floor_log2(kQmax);
+  static_assert(kQmax > 0 && kQmax < (1 << 24) && (kQmax >> kK) == 1 && 2.0 / (double(kQmax) / (1 << kK)) > 1.0 + 0x1p-24,
+                "pow2_scale_exponent: kQmax = c x 2^k with 1 <= c < 2 - 2^-23, exact in a float");
   constexpr uint32_t kCMantissa = (static_cast<uint32_t>(kQmax) << (23 - kK)) & 0x7fffffu;
-  const uint32_t bits = __float_as_uint(fmaxf(amax, kAmaxFloor));
+  const uint32_t bits = float_bits(fmaxf(amax, kAmaxFloor));
   return static_cast<int>(bits >> 23) - 127 - kK + ((bits & 0x7fffffu) > kCMantissa ? 1 : 0);
 }
 
