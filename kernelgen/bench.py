@@ -33,6 +33,7 @@ class Row:
     eager_extra_mb: float | None = None
     compiled_us: float | None = None
     compiled_extra_mb: float | None = None
+    floor_us: float | None = None  # the empty-kernel floor measured just before this row (the GPU's clocks drift)
 
 
 def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
@@ -150,6 +151,7 @@ def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: 
         moved = compulsory_bytes(op.variant, first, l2)
         sets = [first] + [workload_inputs(op.variant, n, workload, seed=s)
                           for s in range(2, 1 + rotation_sets(moved, n, l2))]
+        floor = empty_kernel_floor_us()  # beside the row: within one run it was seen to rise 0.75 -> 0.93 us
         us = rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets])
         del sets
         extra: dict[str, Any] = {}
@@ -163,10 +165,11 @@ def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: 
                 say(f"{op.variant.name} N={n}: {name} baseline failed: {str(exc).splitlines()[0][:120]}")
         tbps = moved / (us * 1e-6) / 1e12
         rows.append(Row(op.variant.name, workload, n, round(us, 3), moved, round(tbps, 3),
-                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra))
+                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra,
+                        floor_us=round(floor, 3)))
         del first
         torch.cuda.empty_cache()
-        say(f"{op.variant.name} {workload} N={n}: {us:.2f} us")
+        say(f"{op.variant.name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
     return rows
 
 

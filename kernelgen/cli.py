@@ -216,22 +216,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         op = load_variant(v)
         err.print(f"{v.name}: dispatch from {op.tuned_from}: {op.plan.describe()}", markup=False)
         rows += bench.bench_variant(op, tokens, args.workload, roofline, baselines, lambda s: err.print(s, markup=False))
-    # The floor again after the variants: one measurement can catch the GPU between clock states (a 1.0 us
-    # floor beside 0.72 us ones was seen on the H200); the lower is the floor, both are recorded.
+    # The floor again after the variants, and beside every row: one measurement can catch the GPU between
+    # clock states (a 1.0 us floor beside 0.72 us ones was seen on the H200, and 0.75 -> 0.93 us within one
+    # run); the lowest is the run's floor, all are recorded (each row's in its floor_us).
     floor_end = bench.empty_kernel_floor_us()
-    floor = min(floor_start, floor_end)
+    floor = min([floor_start, floor_end] + [r.floor_us for r in rows if r.floor_us is not None])
     meta = {"gpu": gpu.name, "gpu_info": gpu.as_dict(), "roofline_gbs": round(roofline, 1), "floor_us": round(floor, 3),
             "floor_us_start_end": [round(floor_start, 3), round(floor_end, 3)],
             "workload": args.workload, "method": "CUDA-graph replay (>=20 calls per graph, median of 15 replays); "
             "inputs rotated over >=3x L2 from 4096 tokens"}
     table = Table(title=f"kernelgen bench ({args.workload}) on {gpu.name}: copy {roofline:.0f} GB/s, "
                         f"empty kernel {floor:.2f} us", title_justify="left")
-    cols = ["variant", "tokens", "us", "TB/s", "% roof", "launch"] + (["eager us", "eager +MB"] if "eager" in baselines else []) \
+    cols = ["variant", "tokens", "us", "empty us", "TB/s", "% roof", "launch"] + (["eager us", "eager +MB"] if "eager" in baselines else []) \
         + (["compiled us", "compiled +MB"] if "compile" in baselines else [])
     for col in cols:
         table.add_column(col)
     for r in rows:
-        cells = [r.variant, str(r.tokens), f"{r.us:.2f}", f"{r.tbps:.2f}", f"{r.roofline_pct:.0f}", r.launch]
+        cells = [r.variant, str(r.tokens), f"{r.us:.2f}", _fmt(r.floor_us), f"{r.tbps:.2f}", f"{r.roofline_pct:.0f}", r.launch]
         if "eager" in baselines:
             cells += [_fmt(r.eager_us), _fmt(r.eager_extra_mb)]
         if "compile" in baselines:

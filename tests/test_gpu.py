@@ -350,7 +350,8 @@ def test_end_to_end_kv_store_example_from_an_export_without_nvcc(tmp_path: Path)
 
 def test_bench_command_writes_its_json(tmp_path: Path) -> None:
     """`kernelgen bench` end to end: one row per (variant, N) with the routed launch, compulsory bytes and
-    % of the roofline consistent with the time, and the floor the lower of its two measurements."""
+    % of the roofline consistent with the time, the empty-kernel floor measured beside every row, and the
+    run's floor the lowest of all its measurements."""
     import json
 
     from kernelgen.cli import main
@@ -361,9 +362,10 @@ def test_bench_command_writes_its_json(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert [(r["variant"], r["tokens"]) for r in data["rows"]] == [("dsv4_indexer_bf16_p64", 1),
                                                                     ("dsv4_indexer_bf16_p64", 4096)]
-    assert data["floor_us"] == min(data["floor_us_start_end"]) > 0 and data["roofline_gbs"] > 100
+    floors = data["floor_us_start_end"] + [r["floor_us"] for r in data["rows"]]
+    assert data["floor_us"] == min(floors) > 0 and data["roofline_gbs"] > 100
     for r in data["rows"]:
-        assert r["us"] > data["floor_us"] / 2 and r["launch"]
+        assert r["us"] > r["floor_us"] / 2 and r["launch"]
         tbps = r["bytes"] / (r["us"] * 1e-6) / 1e12
         assert abs(tbps - r["tbps"]) < 0.01 and abs(100 * tbps * 1e3 / data["roofline_gbs"] - r["roofline_pct"]) < 0.2
 
