@@ -363,11 +363,7 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
-  if constexpr (Cfg::kThreadsPerToken >= 16) {
-    amax = group_max_nonneg<Cfg::kThreadsPerToken>(amax);  // one redux instead of 4-5 shuffle stages
-  } else {
-    amax = group_max<Cfg::kThreadsPerToken>(amax, kWarp);
-  }
+  amax = group_max_nonneg<Cfg::kThreadsPerToken>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
   const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
   const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll

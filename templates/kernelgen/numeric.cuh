@@ -89,25 +89,27 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
   return v;
 }
 
-// The max over a group of 16 or 32 lanes of values that are >= 0 or NaN, every lane of the warp
-// taking part. Such floats order as their bits (a NaN's exceed inf's), so one integer redux.sync per
-// group (the other group's lanes contribute 0) stands for the log2(kWidth) dependent shuffle-and-max
-// stages of group_max: on the H200 one redux takes about 45 cycles and two 56, against 5 x 29 and
-// 4 x 29 (tools/latency_probe.cu, docs/perf.md change 11). A NaN would win here where group_max's
-// fmaxf drops it; the fp8 caller passes no NaNs (its per-lane fmaxf drops them). Narrower groups keep
-// the shuffles: four masked reduxes for 8-lane groups take 78 cycles against 87 for three stages, too
-// close to pay for four more instructions per lane at the token counts where such mappings run.
+// The max over a group of kWidth lanes of values that are >= 0 or NaN, every lane of the warp taking
+// part. Such floats order as their bits (a NaN's exceed inf's), so for groups of 16 or 32 lanes one
+// integer redux.sync per group (the other group's lanes contribute 0) stands for the log2(kWidth)
+// dependent shuffle-and-max stages of group_max: on the H200 one redux takes about 45 cycles and two 56,
+// against 5 x 29 and 4 x 29 (tools/latency_probe.cu, docs/perf.md change 11). A NaN would win here where
+// group_max's fmaxf drops it; the fp8 caller passes no NaNs (its per-lane fmaxf drops them). Narrower
+// groups take group_max's shuffles: four masked reduxes for 8-lane groups take 78 cycles against 87 for
+// three stages, too close to pay for four more instructions per lane at the token counts where such
+// mappings run.
 template <int kWidth>
 __device__ __forceinline__ float group_max_nonneg(float v) {
-  static_assert(kWidth == 16 || kWidth == 32, "group_max_nonneg: groups of 16 or 32 lanes");
   const uint32_t bits = __float_as_uint(v);
   if constexpr (kWidth == 32) {
     return __uint_as_float(__reduce_max_sync(0xffffffffu, bits));
-  } else {
+  } else if constexpr (kWidth == 16) {
     const bool upper = (threadIdx.x & 16) != 0;
     const uint32_t lower_max = __reduce_max_sync(0xffffffffu, upper ? 0u : bits);
     const uint32_t upper_max = __reduce_max_sync(0xffffffffu, upper ? bits : 0u);
     return __uint_as_float(upper ? upper_max : lower_max);
+  } else {
+    return group_max<kWidth>(v, 0xffffffffu);
   }
 }
 
