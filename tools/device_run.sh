@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
 # the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench ncu host probe loop ab latency.
+# 8 files). Phases: test sanitize tune bench ncu host probe loop ab latency slots.
+# ncu takes NCU_VARIANTS, NCU_TOKENS and NCU_WORKLOAD (prefill or decode).
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 set -uo pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
@@ -46,8 +47,9 @@ for phase in "$@"; do
         ncu --clock-control none --kernel-name regex:fused_norm_rope_store --launch-skip 2 --launch-count 1 \
           --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
           --section MemoryWorkloadAnalysis --section SchedulerStats \
-          python3 tools/ncu_probe.py "$spec" "${NCU_TOKENS:-262144}" "$v" > "$RES/ncu_$v.log" 2>&1
-        grep -E "config|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Eligible|No Eligible" "$RES/ncu_$v.log" | head -40
+          --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum \
+          python3 tools/ncu_probe.py "$spec" "${NCU_TOKENS:-262144}" "$v" ${NCU_WORKLOAD:-prefill} > "$RES/ncu_$v${NCU_WORKLOAD:+_$NCU_WORKLOAD}.log" 2>&1
+        grep -E "config|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Eligible|No Eligible|dram__bytes|lts__t_sectors" "$RES/ncu_$v${NCU_WORKLOAD:+_$NCU_WORKLOAD}.log" | head -44
       done ;;
     probe)
       python3 tools/chain_probe.py --json "$RES/chain_probe.json" 2>&1 | tee "$RES/chain_probe.log" | tail -70 ;;
@@ -59,6 +61,8 @@ for phase in "$@"; do
       python3 tools/host_profile.py 2>&1 | tee -a "$RES/host_profile.log" ;;
     latency)
       nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe | tee "$RES/latency_probe.log" ;;
+    slots)
+      python3 tools/slot_roofline.py --json "$RES/slot_roofline.json" 2>&1 | tee "$RES/slot_roofline.log" | tail -24 ;;
     ab)  # ab_old/: the old tree, not git-ignored so that it travels (see tools/ab_kernels.py)
       python3 tools/ab_kernels.py ab_old ${AB_SETS:-dsv4_indexer:dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 dsv4_mainkv:dsv4_mainkv_fp8mla_p64,dsv4_mainkv_bf16_p64} \
         ${AB_ARGS:-} --json "$RES/ab_kernels.json" 2>&1 | tee "$RES/ab_kernels.log" | tail -32 ;;

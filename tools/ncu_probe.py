@@ -3,7 +3,7 @@ memory throughput of the tuned dispatch's configuration at one token count):
 
     ncu --clock-control none --kernel-name regex:fused_norm_rope_store --launch-skip-before-match 0 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        python tools/ncu_probe.py SPEC N VARIANT [VARIANT ...]
+        python tools/ncu_probe.py SPEC N VARIANT [VARIANT ...] [prefill|decode]
 
 Each variant runs 3 times (the first warms caches and the loader); profile with a --launch-skip
 or filter as needed. Prints which configuration the tuned dispatch routes N tokens to."""
@@ -23,11 +23,12 @@ def main() -> int:
         print(__doc__)
         return 2
     spec, n, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    workload = names.pop() if names[-1] in ("prefill", "decode") else "prefill"
     for name in names:
         op = load(spec, name)
-        args = launch_args(workload_inputs(op.variant, n, "prefill"))
+        args = launch_args(workload_inputs(op.variant, n, workload))
         config, pdl = op.plan.pick(n)
-        print(f"{name} N={n}: config {config.id} pdl={pdl}", flush=True)
+        print(f"{name} N={n} {workload}: config {config.id} pdl={pdl}", flush=True)
         for _ in range(3):
             op.launch(*args)
         torch.cuda.synchronize()

@@ -47,8 +47,10 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
     toolchain = tc.detect()
     obj = source.with_suffix(".o")
     includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
-    subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *toolchain.defines, *includes, *gencode_flags((arch,)), "-c", str(source), "-o",
-                    str(obj)], check=True, capture_output=True)
+    done = subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *toolchain.defines, *includes, *gencode_flags((arch,)), "-c",
+                           str(source), "-o", str(obj)], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"nvcc failed on {source}:\n{done.stderr[-4000:]}")
     sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
     if dump:
         Path(dump).write_text(sass)
