@@ -42,6 +42,7 @@ for phase in "$@"; do
         --plot "$RES/bench_baselines.png" > "$RES/bench_baselines.log" 2>&1
       tail -25 "$RES/bench_baselines.log" 2>/dev/null; true ;;
     ncu)
+      case ${NCU_WORKLOAD:-prefill} in prefill|decode) ;; *) echo "NCU_WORKLOAD must be prefill or decode"; exit 2 ;; esac
       for v in ${NCU_VARIANTS:-dsv4_indexer_fp8_p64 dsv4_indexer_fp4_p64}; do
         spec=${v%_*_p*}
         ncu --clock-control none --kernel-name regex:fused_norm_rope_store --launch-skip 2 --launch-count 1 \

@@ -1,5 +1,6 @@
 """Launch chosen variants a few times each, eagerly, for Nsight Compute (occupancy, stall reasons,
-memory throughput of the tuned dispatch's configuration at one token count):
+memory throughput of the tuned dispatch's configuration at one token count, in the prefill workload
+or, named last, the decode one):
 
     ncu --clock-control none --kernel-name regex:fused_norm_rope_store --launch-skip-before-match 0 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
@@ -24,6 +25,9 @@ def main() -> int:
         return 2
     spec, n, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     workload = names.pop() if names[-1] in ("prefill", "decode") else "prefill"
+    if not names:
+        print(f"ncu_probe: name at least one variant (the workload, if given, comes last)\n{__doc__}")
+        return 2
     for name in names:
         op = load(spec, name)
         args = launch_args(workload_inputs(op.variant, n, workload))

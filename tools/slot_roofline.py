@@ -1,6 +1,7 @@
 """What the memory system gives a layout's slots, prefill against decode: each variant beside a copy
-of itself stripped to its store (no norm, no RoPE, no Hadamard: the same bytes read and written, the
-same page layout, almost no math; FlashMLA keeps its RoPE, which its layout requires), timed in both workloads at large batches on several mappings,
+of itself stripped to its store (no norm, no RoPE, no Hadamard: the same rows read and the same slots
+written, the same page layout, little math beyond the quantizer's; FlashMLA keeps its RoPE, which its
+layout requires), timed in both workloads at large batches on several mappings,
 inputs rotated past 3x the L2, the copy roofline measured in the same process.
 
 If the stripped copy loses as much from prefill to decode as the full variant, the decode shortfall
