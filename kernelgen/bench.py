@@ -140,6 +140,15 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
     return torch.compile(run, dynamic=False)
 
 
+def rotated_us(op: Op, n: int, workload: str, l2: int) -> tuple[float, int, dict[str, Any]]:
+    """(GPU us per call, compulsory bytes, the first input set) for n tokens of the workload: graph replay
+    over enough independent input sets that every call reads from DRAM from 4096 tokens (rotation_sets)."""
+    first = workload_inputs(op.variant, n, workload, seed=1)
+    moved = compulsory_bytes(op.variant, first, l2)
+    sets = [first] + [workload_inputs(op.variant, n, workload, seed=s) for s in range(2, 1 + rotation_sets(moved, n, l2))]
+    return rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets]), moved, first
+
+
 def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
                   say: Callable[[str], None] = lambda _: None) -> list[Row]:
     import torch
@@ -147,13 +156,8 @@ def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: 
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     rows = []
     for n in tokens:
-        first = workload_inputs(op.variant, n, workload, seed=1)
-        moved = compulsory_bytes(op.variant, first, l2)
-        sets = [first] + [workload_inputs(op.variant, n, workload, seed=s)
-                          for s in range(2, 1 + rotation_sets(moved, n, l2))]
         floor = empty_kernel_floor_us()  # beside the row: within one run it was seen to rise 0.75 -> 0.93 us
-        us = rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets])
-        del sets
+        us, moved, first = rotated_us(op, n, workload, l2)
         extra: dict[str, Any] = {}
         for name in baselines:
             try:

@@ -19,12 +19,10 @@ from dataclasses import replace
 
 import torch
 
-from kernelgen.bench import compulsory_bytes, copy_roofline_gbs
+from kernelgen.bench import copy_roofline_gbs, rotated_us
 from kernelgen.build import toolchain as tc
 from kernelgen.build.lifecycle import build
 from kernelgen.codegen.guards import violations
-from kernelgen.measure.inputs import workload_inputs
-from kernelgen.measure.timing import launch_args, rotated_graph_us, rotation_sets
 from kernelgen.runtime.op import Op
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch, Variant
@@ -50,12 +48,7 @@ def copies(base: Variant, launches: list[str]) -> list[tuple[str, Variant]]:
 
 def timed(op: Op, n: int, workload: str, roofline: float, l2: int) -> tuple[float, float]:
     """(us per call, % of the copy roofline on compulsory bytes), inputs rotated as in kernelgen bench."""
-    v = op.variant
-    first = workload_inputs(v, n, workload, seed=1)
-    moved = compulsory_bytes(v, first, l2)
-    sets = [first] + [workload_inputs(v, n, workload, seed=s) for s in range(2, 1 + rotation_sets(moved, n, l2))]
-    us = rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets])
-    del sets, first
+    us, moved, _ = rotated_us(op, n, workload, l2)
     torch.cuda.empty_cache()
     return us, 100 * moved / (us * 1e-6) / 1e9 / roofline
 
