@@ -392,3 +392,48 @@ def test_looping_configurations_are_exact_over_many_waves(session_cache: Path, n
                 if not report.ok:
                     failures.append((config.id, pdl, n, report.as_dict()))
     assert not failures, failures
+
+
+def test_tokens_of_several_warps_are_exact(session_cache: Path) -> None:
+    """Tokens of 64 and 128 threads (two and four warps) reduce across warps through shared memory: the
+    LayerNorm's two sums, the fp8 per-token amax and the NaN vote, plain and looping, with and without
+    PDL, match the reference; a NaN in one freqs row reaches the warps that hold no roped dim."""
+    import torch
+
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.spec.variant import Launch
+
+    variants = [
+        Variant("mw_ln_neox_fp8", head_dim=512, rope_dim=64, rope_place="head", rope_style="neox", norm="layer",
+                norm_bias=True, store="fp8_e4m3", weight_dtype="bf16", page_size=16),
+        next(s for s in SHIPPED if s.name == "dsv4_mainkv_fp8mla_p64"),
+        next(s for s in SHIPPED if s.name == "dsv4_mainkv_bf16_p1"),
+    ]
+    launches = [Launch(64, 1, 8, True), Launch(64, 4, 8, loop=True), Launch(128, 1, 4, True), Launch(128, 2, 4, loop=True)]
+    plans = [plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches)) for v in variants]
+    artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)
+    failures = []
+    for v, artifact in zip(variants, artifacts):
+        op = Op(artifact)
+        for index, config in enumerate(op.plan.configs):
+            for pdl in (False, True):
+                def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
+                    op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+                for n in (1, 300, 40_000):
+                    report = verify(v.with_launch(config), run, n, 64, "cuda", seed=n + index)
+                    if not report.ok:
+                        failures.append((v.name, config.id, pdl, n, report.as_dict()))
+            inputs = make_inputs(v.with_launch(config), 300, 64, "cuda", seed=index)
+            pos, loc = inputs["positions"], inputs["out_loc"]
+            slots = inputs["kvcache"].shape[0] * v.page_size
+            k = int(torch.nonzero((pos < inputs["freqs"].shape[0]) & (loc >= 0) & (loc < slots))[0])
+            clean = expected(v.with_launch(config), inputs)
+            inputs["freqs"][pos[k]] = float("nan")  # the roped dims sit in one warp of the token
+            want = expected(v.with_launch(config), inputs)
+            assert not torch.equal(want, clean), "the NaN freqs row must change a written row"
+            run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
+                1e-6, inputs["bias"])
+            torch.cuda.synchronize()
+            if not torch.equal(inputs["kvcache"], want):
+                failures.append((v.name, config.id, "NaN freqs row"))
+    assert not failures, failures

@@ -11,7 +11,7 @@ from ..spec.variant import Launch, Variant
 # or near it at 2048 tokens, for the DeepSeek-V4 indexer (fp8/bf16/fp4) and main-KV layouts.
 DEFAULT_BLOCK_THREADS = 64
 DEFAULT_VALUES_PER_THREAD = 16
-MAX_THREADS_PER_TOKEN = 32  # a token's threads must share one warp (shuffles)
+MAX_THREADS_PER_TOKEN = 32  # defaults keep a token in one warp; tokens of 2 or 4 warps are a tuning choice
 _SCALE_GROUP = {"fp4_e2m1": FP4_GROUP, "fp8_flashmla": FLASHMLA_GROUP}  # must lie within one load step
 
 

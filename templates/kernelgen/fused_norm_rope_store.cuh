@@ -1,9 +1,11 @@
 // kernelgen/fused_norm_rope_store.cuh: the device code of the fused_norm_rope_store family.
 //
-// One token is handled by kThreadsPerToken consecutive lanes of a warp. Lane `l` holds
-// kChunks vectors of kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k.
-// So the bits of a dim index are, from the lowest: in-vector bits, lane bits, chunk bits.
-// Reductions, the neox partner exchange and the Hadamard butterflies follow those bits.
+// One token is handled by kThreadsPerToken consecutive threads: lanes of one warp, or (64 or 128
+// threads, head_dim 256 and up) two or four whole warps. Thread `l` of a token holds kChunks vectors of
+// kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k. So the bits of a dim
+// index are, from the lowest: in-vector bits, lane bits (then warp bits), chunk bits. Reductions, the
+// neox partner exchange and the Hadamard butterflies follow those bits; the warp bits are crossed only by
+// the sums, the fp8 amax and the NaN vote (through shared memory, see "tokens of several warps").
 //
 // A generated translation unit defines a `Cfg` struct (constants only) and instantiates run<Cfg>.
 #pragma once
@@ -51,6 +53,8 @@ struct Geometry {
   static constexpr int kVec = Cfg::kVec;
   static constexpr int kChunks = Cfg::kHeadDim / (kT * kVec);
   static constexpr int kBlockThreads = kT * Cfg::kTokensPerBlock;
+  static constexpr int kWarpsPerToken = kT > 32 ? kT / 32 : 1;
+  static constexpr int kWarpLanes = kT > 32 ? 32 : kT;  // a token's lanes within one warp
 };
 
 // Every lane of a warp runs the whole per-token path (rows that write nothing included), so
@@ -62,8 +66,10 @@ template <class Cfg>
 struct Row {
   using G = Geometry<Cfg>;
   float v[G::kChunks][G::kVec];
-  int lane;
+  int lane;  // the thread's place in its token: 0 .. kThreadsPerToken - 1
   unsigned group;  // the lanes of this token's group (for ballots); shuffles use the whole warp
+  int token;  // the token's place in its block (a token of several warps: its barrier and exchange slots)
+  int parity;  // the looping kernel's token count mod 2 (which set of exchange slots)
 
   __device__ __forceinline__ int first(int c) const { return (c * G::kT + lane) * G::kVec; }
 };
@@ -85,14 +91,62 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
   }
 }
 
+// ---- tokens of several warps (threads_per_token 64 or 128) ---------------------------------
+//
+// Such a token reduces within each warp by shuffles, then across its warps through shared memory behind
+// a named barrier of the token's threads (id = the token's place in the block, so the tokens of a block
+// never wait on each other; 1024 threads per block leave at most 16 such tokens, the number of barriers).
+// The warps combine in butterfly order over the warp bits (warp w with w ^ 1, then with w ^ 2): the same
+// operations on the same values as the lane butterfly continued past 32 lanes, which the reference replays
+// (both operations are commutative, so every warp ends with the same bits). Each exchange of a token has
+// its own slots, and the looping kernel alternates two sets by token parity: a warp that runs ahead into
+// the next token never overwrites a partial that another warp of the token has yet to read.
+enum Exchange { kCenterSum = 0, kSquareSum = 1, kAmaxMax = 2, kExchanges = 3 };
+
+__device__ __forceinline__ void token_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// True on every thread of the token when any of them passes true: the barrier's own OR reduction.
+__device__ __forceinline__ bool token_any(int id, int threads, bool value) {
+  int out;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\tsetp.ne.s32 p, %1, 0;\n\tbar.red.or.pred q, %2, %3, p;\n\tselp.s32 %0, 1, 0, q;\n\t}"
+      : "=r"(out)
+      : "r"(int(value)), "r"(id), "r"(threads)
+      : "memory");
+  return out != 0;
+}
+
+// v is the same on every lane of each warp of the token (a finished warp reduction); returns Op over the
+// token's warps, on every thread.
+template <class Cfg, class Op>
+__device__ __forceinline__ float across_warps(const Row<Cfg>& r, Exchange exchange, float v) {
+  constexpr int kW = Geometry<Cfg>::kWarpsPerToken;
+  if constexpr (kW == 1) {
+    return v;
+  } else {
+    __shared__ float slots[2][Cfg::kTokensPerBlock][kExchanges][kW];
+    float* s = slots[r.parity][r.token][exchange];
+    const int warp = r.lane / 32;
+    if ((r.lane & 31) == 0) s[warp] = v;
+    token_barrier(r.token, Cfg::kThreadsPerToken);
+    float acc = Op()(s[warp], s[warp ^ 1]);
+    if constexpr (kW == 4) acc = Op()(acc, Op()(s[warp ^ 2], s[warp ^ 3]));
+    return acc;
+  }
+}
+
 // ---- norm ----------------------------------------------------------------------------------
 
 // A lane's sum of its kChunks x kVec values as a pairwise tree (tree_sum, leaves in (chunk, element)
 // order), then the butterfly over the token's lanes: log2 instead of a chain of kChunks x kVec
 // dependent adds on the small-batch path. The reference (measure/reference.py) replays the same tree.
 template <class Cfg>
-__device__ __forceinline__ float lane_sum(const float (&t)[Geometry<Cfg>::kChunks * Cfg::kVec]) {
-  return group_sum<Cfg::kThreadsPerToken>(tree_sum<Geometry<Cfg>::kChunks * Cfg::kVec>(t), kWarp);
+__device__ __forceinline__ float lane_sum(const Row<Cfg>& r, Exchange exchange,
+                                          const float (&t)[Geometry<Cfg>::kChunks * Cfg::kVec]) {
+  using G = Geometry<Cfg>;
+  return across_warps<Cfg, AddRn>(r, exchange, group_sum<G::kWarpLanes>(tree_sum<G::kChunks * Cfg::kVec>(t), kWarp));
 }
 
 template <class Cfg>
@@ -102,7 +156,7 @@ __device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) sq[c * Cfg::kVec + k] = __fmul_rn(r.v[c][k], r.v[c][k]);
-  return lane_sum<Cfg>(sq);
+  return lane_sum<Cfg>(r, kSquareSum, sq);
 }
 
 // x / head_dim correctly rounded: an exact multiply for a power-of-two head_dim (no range check, no
@@ -123,7 +177,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) vals[c * Cfg::kVec + k] = r.v[c][k];
-  const float mean = div_by_head_dim<Cfg>(lane_sum<Cfg>(vals));
+  const float mean = div_by_head_dim<Cfg>(lane_sum<Cfg>(r, kCenterSum, vals));
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -328,7 +382,9 @@ __device__ __forceinline__ bool row_not_finite(const Row<Cfg>& r, const float (&
   float m = 0.f;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) m = max_nan(m, amax[c]);
-  return (__ballot_sync(kWarp, !(m <= 3.402823466e38f)) & r.group) != 0;
+  const bool bad = !(m <= 3.402823466e38f);
+  if constexpr (Geometry<Cfg>::kWarpsPerToken > 1) return token_any(r.token, Cfg::kThreadsPerToken, bad);
+  return (__ballot_sync(kWarp, bad) & r.group) != 0;
 }
 
 template <class Cfg>
@@ -363,7 +419,8 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
-  amax = group_max_nonneg<Cfg::kThreadsPerToken>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
+  amax = group_max_nonneg<Geometry<Cfg>::kWarpLanes>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
+  amax = across_warps<Cfg, MaxNan>(r, kAmaxMax, amax);
   const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
   const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll
@@ -504,11 +561,13 @@ __device__ __forceinline__ void unpack_row(Row<Cfg>& r, const Fetched<Cfg>& f) {
 
 // Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store.
 template <class Cfg>
-__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p) {
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity) {
   using G = Geometry<Cfg>;
   Row<Cfg> r;
   r.lane = threadIdx.x % G::kT;
-  r.group = G::kT == 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
+  r.group = G::kT >= 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
+  r.token = threadIdx.x / G::kT;
+  r.parity = parity;
   unpack_row(r, f);
   const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
   const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
@@ -539,18 +598,19 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
   Fetched<Cfg> cur;
   fetch(cur, p, first, lane);
   if constexpr (!Cfg::kLoop) {
-    process(cur, p);
+    process(cur, p, 0);
   } else {
     // A grid of a few waves walks the token blocks: the next block's loads are issued before the
     // current token is computed (software pipelining across tokens), and no block is launched per
     // 16 tokens. `more` is the same for the whole block, so the shuffles stay warp-uniform.
     const int64_t num_blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+    int parity = 0;
 #pragma unroll 1
-    for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x) {
+    for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x, parity ^= 1) {
       Fetched<Cfg> next = cur;  // after the last block: a copy of cur, never read
       const bool more = b + gridDim.x < num_blocks;
       if (more) fetch(next, p, first + (b - blockIdx.x + gridDim.x) * Cfg::kTokensPerBlock, lane);
-      process(cur, p);
+      process(cur, p, parity);
       cur = next;
     }
   }
