@@ -437,3 +437,23 @@ def test_tokens_of_several_warps_are_exact(session_cache: Path) -> None:
             if not torch.equal(inputs["kvcache"], want):
                 failures.append((v.name, config.id, "NaN freqs row"))
     assert not failures, failures
+
+
+@pytest.mark.parametrize("name", [v.name for v in SHIPPED])
+def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path, name: str) -> None:
+    """The dispatch the shipped records give this GPU (what load_variant serves): each configuration it
+    routes to, whatever bucket reaches it, with and without PDL, writes the reference's bytes."""
+    from kernelgen.runtime.op import load_variant
+
+    v = next(s for s in SHIPPED if s.name == name)
+    op = load_variant(v, cache_dir=session_cache)
+    failures = []
+    for index, config in enumerate(op.plan.configs):
+        for pdl in (False, True):
+            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
+                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+            for n in (1, 300):
+                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
+                if not report.ok:
+                    failures.append((config.id, pdl, n, report.as_dict()))
+    assert not failures, failures
