@@ -36,6 +36,26 @@ def inputs_and_expected(op: Op, num_tokens: int, seed: int) -> tuple[dict, Any]:
     return inputs, expected(op.variant, inputs)
 
 
+def config_runner(op: Op, index: int, pdl: bool) -> Any:
+    """verify()'s run(...) for configuration `index` of op's plan, launched with or without PDL."""
+    def run(x, w, f, p, o, c, eps, bias):  # noqa: ANN001
+        op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+    return run
+
+
+def config_failures(op: Op, v: Variant, tokens: Any, pages: int = 4) -> list[tuple]:
+    """Each configuration op's plan compiles, with and without PDL, against the reference at each token
+    count (`tokens`: a tuple, or a function of the configuration giving one); the failures."""
+    failures = []
+    for index, config in enumerate(op.plan.configs):
+        for pdl in (False, True):
+            for n in tokens(config) if callable(tokens) else tokens:
+                report = verify(v.with_launch(config), config_runner(op, index, pdl), n, pages, "cuda", seed=n + index)
+                if not report.ok:
+                    failures.append((v.name, config.id, pdl, n, report.as_dict()))
+    return failures
+
+
 @pytest.mark.parametrize("num_tokens", [1, 37, 4096])
 @pytest.mark.parametrize("name", [v.name for v in SHIPPED])
 def test_shipped_variant_matches_reference(shipped_ops: dict[str, Op], name: str, num_tokens: int) -> None:
@@ -226,15 +246,7 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
     spec = load_spec(v.spec_name)
     cands, _ = candidates(v, default_space(v, spec.tune_overrides()))
     op = Op(built_artifact(v, cands, toolchain.resolve_archs(None), session_cache))
-    failures = []
-    for index, config in enumerate(op.plan.configs):
-        for pdl in (False, True):
-            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
-                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
-            for n in (1, 300):
-                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
-                if not report.ok:
-                    failures.append((config.id, pdl, n, report.as_dict()))
+    failures = config_failures(op, v, (1, 300))
     assert not failures, failures
 
 
@@ -381,16 +393,7 @@ def test_looping_configurations_are_exact_over_many_waves(session_cache: Path, n
     looped = [Launch(8, 8, 8, loop=True), Launch(16, 4, 8, True, loop=True)]
     plan = plan_routes(v, [(ALL_TOKENS, looped[0])], tuple(looped))
     [artifact] = build([v], toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=[plan])
-    op = Op(artifact)
-    failures = []
-    for index, config in enumerate(op.plan.configs):
-        for pdl in (False, True):
-            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
-                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
-            for n in (1, 5000, 100_003):
-                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
-                if not report.ok:
-                    failures.append((config.id, pdl, n, report.as_dict()))
+    failures = config_failures(Op(artifact), v, (1, 5000, 100_003))
     assert not failures, failures
 
 
@@ -415,45 +418,33 @@ def test_tokens_of_several_warps_are_exact(session_cache: Path) -> None:
     failures = []
     for v, artifact in zip(variants, artifacts):
         op = Op(artifact)
+        failures += config_failures(op, v, (1, 300, 40_000), pages=64)
         for index, config in enumerate(op.plan.configs):
             for pdl in (False, True):
-                def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
-                    op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
-                for n in (1, 300, 40_000):
-                    report = verify(v.with_launch(config), run, n, 64, "cuda", seed=n + index)
-                    if not report.ok:
-                        failures.append((v.name, config.id, pdl, n, report.as_dict()))
-            inputs = make_inputs(v.with_launch(config), 300, 64, "cuda", seed=index)
-            pos, loc = inputs["positions"], inputs["out_loc"]
-            slots = inputs["kvcache"].shape[0] * v.page_size
-            k = int(torch.nonzero((pos < inputs["freqs"].shape[0]) & (loc >= 0) & (loc < slots))[0])
-            clean = expected(v.with_launch(config), inputs)
-            inputs["freqs"][pos[k]] = float("nan")  # the roped dims sit in one warp of the token
-            want = expected(v.with_launch(config), inputs)
-            assert not torch.equal(want, clean), "the NaN freqs row must change a written row"
-            run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
-                1e-6, inputs["bias"])
-            torch.cuda.synchronize()
-            if not torch.equal(inputs["kvcache"], want):
-                failures.append((v.name, config.id, "NaN freqs row"))
+                inputs = make_inputs(v.with_launch(config), 300, 64, "cuda", seed=index)
+                pos, loc = inputs["positions"], inputs["out_loc"]
+                slots = inputs["kvcache"].shape[0] * v.page_size
+                k = int(torch.nonzero((pos < inputs["freqs"].shape[0]) & (loc >= 0) & (loc < slots))[0])
+                clean = expected(v.with_launch(config), inputs)
+                inputs["freqs"][pos[k]] = float("nan")  # the roped dims sit in one warp of the token
+                want = expected(v.with_launch(config), inputs)
+                assert not torch.equal(want, clean), "the NaN freqs row must change a written row"
+                config_runner(op, index, pdl)(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                                              inputs["out_loc"], inputs["kvcache"], 1e-6, inputs["bias"])
+                torch.cuda.synchronize()
+                if not torch.equal(inputs["kvcache"], want):
+                    failures.append((v.name, config.id, pdl, "NaN freqs row"))
     assert not failures, failures
 
 
 @pytest.mark.parametrize("name", [v.name for v in SHIPPED])
 def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path, name: str) -> None:
-    """The dispatch the shipped records give this GPU (what load_variant serves): each configuration it
-    routes to, whatever bucket reaches it, with and without PDL, writes the reference's bytes."""
+    """The dispatch the shipped records give this GPU (what load_variant serves; the variant's default launch
+    on a GPU without records): each configuration it routes to, whatever bucket reaches it, with and without
+    PDL, writes the reference's bytes; a looping one also over 100003 tokens, where its blocks walk many tokens."""
     from kernelgen.runtime.op import load_variant
 
     v = next(s for s in SHIPPED if s.name == name)
     op = load_variant(v, cache_dir=session_cache)
-    failures = []
-    for index, config in enumerate(op.plan.configs):
-        for pdl in (False, True):
-            def run(x, w, f, p, o, c, eps, bias, index=index, pdl=pdl):  # noqa: ANN001
-                op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
-            for n in (1, 300):
-                report = verify(v.with_launch(config), run, n, 4, "cuda", seed=n + index)
-                if not report.ok:
-                    failures.append((config.id, pdl, n, report.as_dict()))
+    failures = config_failures(op, v, lambda config: (1, 300, 100_003) if config.loop else (1, 300))
     assert not failures, failures

@@ -2,12 +2,15 @@
 positions past freqs) at N = 1 and 4096, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck --kernel-name kns=fused_norm_rope_store python tools/sanitize.py
-    compute-sanitizer --tool racecheck --kernel-name kns=fused_norm_rope_store python tools/sanitize.py \
-        [--specs dsv4_mainkv,...] [--launch t64.b4.v8.lp,t128.b2.v4.pf,...]
+    compute-sanitizer --tool racecheck --kernel-name kns=fused_norm_rope_store python tools/sanitize.py \\
+        [--specs dsv4_mainkv,...] [--variants NAME,...] [--launch t64.b4.v8.lp,...] [--only] [--tokens 1,4096]
 
 Every configuration of each variant's tuned dispatch runs, with and without PDL; --launch adds these
 configurations (where a variant's guards allow them) beside the tuned ones, e.g. configurations the
-tuner may choose but did not; --specs keeps the variants of these specs only."""
+tuner may choose but did not, and --only runs those alone. --specs and --variants keep the variants
+named; a name or launch id that selects nothing is an error. A looping configuration walks several
+tokens per block only when N exceeds one wave of blocks (thousands of tokens): give --tokens such an N
+to check its exchanges between tokens."""
 from __future__ import annotations
 
 import argparse
@@ -17,35 +20,67 @@ import torch
 
 from kernelgen.measure.inputs import make_inputs
 from kernelgen.measure.timing import launch_args
-from kernelgen.codegen.launch import plan_routes
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
 from kernelgen.runtime.op import current_gpu, load_variant, tuned_plan
 from kernelgen.spec.parse import shipped_variants
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import rejection
 
 
+def _names(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--specs", default="", help="comma-separated spec names (default: every shipped spec)")
+    parser.add_argument("--variants", default="", help="comma-separated variant names (default: all of the specs)")
     parser.add_argument("--launch", default="", help="comma-separated launch ids to run beside the tuned ones")
+    parser.add_argument("--only", action="store_true", help="run the --launch configurations alone")
+    parser.add_argument("--tokens", default="1,4096", help="comma-separated token counts (default: 1,4096)")
     args = parser.parse_args()
-    specs = {s for s in args.specs.split(",") if s}
-    extra = [Launch.from_id(i) for i in args.launch.split(",") if i]
-    variants = [v for v in shipped_variants() if not specs or v.spec_name in specs]
+    specs, names = set(_names(args.specs)), set(_names(args.variants))
+    extra = [Launch.from_id(i) for i in _names(args.launch)]
+    tokens = [int(n) for n in _names(args.tokens)]
+    if args.only and not extra:
+        parser.error("--only runs the --launch configurations: name at least one")
+    shipped = shipped_variants()
+    for what, wanted, have in (("spec", specs, {v.spec_name for v in shipped}), ("variant", names, {v.name for v in shipped})):
+        if wanted - have:
+            parser.error(f"no shipped {what} named {', '.join(sorted(wanted - have))}")
+    variants = [v for v in shipped if (not specs or v.spec_name in specs) and (not names or v.name in names)]
+    if not variants:
+        parser.error("--specs and --variants together select no variant")
+    used: set[Launch] = set()
     calls = 0
     for v in variants:
+        allowed = []
+        for launch in extra:
+            why = rejection(v, launch)
+            if why:
+                print(f"sanitize: {v.name}: {launch.id} skipped: {why}")
+            else:
+                allowed.append(launch)
+        used.update(allowed)
+        if args.only and not allowed:
+            continue
         plan = None
-        allowed = tuple(launch for launch in extra if rejection(v, launch) is None)
-        if allowed:  # the tuned routes, with the extra configurations compiled beside them
+        if allowed:  # the tuned routes with the extra configurations compiled beside them (--only: those alone)
             tuned = tuned_plan(v, current_gpu())[0]
-            plan = plan_routes(v, [(r.max_tokens, tuned.launch_for(r.max_tokens)) for r in tuned.routes], allowed)
+            routes = [(ALL_TOKENS, allowed[0])] if args.only else [(r.max_tokens, tuned.launch_for(r.max_tokens))
+                                                                  for r in tuned.routes]
+            plan = plan_routes(v, routes, tuple(allowed))
         op = load_variant(v, plan=plan)  # every configuration the plan compiles is run
-        for n in (1, 4096):
+        for n in tokens:
             inputs = make_inputs(op.variant, n, 4, "cuda", seed=n)
             for config in range(len(op.plan.configs)):
                 for pdl in (False, True):
                     op.launch_config(config, pdl, *launch_args(inputs))
                     calls += 1
+    unused = [launch.id for launch in extra if launch not in used]
+    if unused:
+        print(f"sanitize: no selected variant allows {', '.join(unused)}")
+        return 2
     torch.cuda.synchronize()
     print(f"sanitize: {calls} launches over {len(variants)} variants done")
     return 0

@@ -1,7 +1,7 @@
 // kernelgen/fused_norm_rope_store.cuh: the device code of the fused_norm_rope_store family.
 //
 // One token is handled by kThreadsPerToken consecutive threads: lanes of one warp, or (64 or 128
-// threads, head_dim 256 and up) two or four whole warps. Thread `l` of a token holds kChunks vectors of
+// threads, rows of at least 64 x kVec dims) two or four whole warps. Thread `l` of a token holds kChunks vectors of
 // kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k. So the bits of a dim
 // index are, from the lowest: in-vector bits, lane bits (then warp bits), chunk bits. Reductions, the
 // neox partner exchange and the Hadamard butterflies follow those bits; the warp bits are crossed only by
@@ -103,6 +103,13 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
 // the next token never overwrites a partial that another warp of the token has yet to read.
 enum Exchange { kCenterSum = 0, kSquareSum = 1, kAmaxMax = 2, kExchanges = 3 };
 
+// bar.sync and bar.red are the .aligned forms. PTX asks of those that every thread of the CTA execute the same
+// barrier instruction; here a token that writes nothing returns before its later barriers while another token
+// of the block goes on. What the hardware relies on is that each warp reaches a barrier whole, which holds: a
+// token owns whole warps, and every condition in front of a barrier (the early exit, `more` in the loop) is the
+// same for all of them. CUTLASS's named barriers (warp groups on different paths, `bar.sync id, count`) rest
+// on the same. The non-aligned forms (barrier.sync, barrier.red) compile to other code (seen in the SASS:
+// tools/rekey_records.py found the kernels changed) that no GPU has timed or verified here.
 __device__ __forceinline__ void token_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -126,6 +133,8 @@ __device__ __forceinline__ float across_warps(const Row<Cfg>& r, Exchange exchan
   if constexpr (kW == 1) {
     return v;
   } else {
+    static_assert(kW == 2 || kW == 4, "a token spans two or four warps (guard threads_per_token_pow2)");
+    static_assert(Cfg::kTokensPerBlock <= 16, "one named barrier per token: at most 16 tokens per block");
     __shared__ float slots[2][Cfg::kTokensPerBlock][kExchanges][kW];
     float* s = slots[r.parity][r.token][exchange];
     const int warp = r.lane / 32;
