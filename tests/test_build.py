@@ -137,6 +137,13 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     assert source.count("struct dsv4_indexer_fp4_p64_cfg") == len(plan.configs)
     results = compile_only([v], toolchain.detect(), ("sm_100a", "sm_120a"), plan=plan)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    # tokens of two and four warps (named barriers, shared-memory exchanges): the candidates of FlashMLA that use them
+    mainkv = load_spec("dsv4_mainkv")
+    mla = mainkv.variant("dsv4_mainkv_fp8mla_p64")
+    wide = [c for c in candidates(mla, default_space(mla, mainkv.tune_overrides()))[0] if c.threads_per_token > 32]
+    assert {c.threads_per_token for c in wide} == {64, 128} and any(c.loop for c in wide)
+    results = compile_only([mla], toolchain.detect(), ("sm_100a", "sm_120a"), plan=tuning_plan(mla, wide))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
 
 
 def test_packed_pairs_are_a_knob_that_compiles_for_sm100(cache_dir: Path) -> None:
