@@ -37,6 +37,8 @@ PACKED_F32 = Knob("KERNELGEN_PACKED_F32", "set to 1 to build sm_100/sm_103 targe
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
+CUOBJDUMP = Knob("KERNELGEN_CUOBJDUMP", "the cuobjdump that reads SASS for the build tests and tools/sass_count.py "
+                 "(default: the one on PATH; e.g. the copy in Triton's wheel where CUDA ships none)")
 
 
 def cache_dir() -> Path:
@@ -78,6 +80,13 @@ def jobs() -> int | None:
     if not value.isdigit() or int(value) < 1:
         raise KernelgenError(f"{JOBS.name}={value!r} is not a positive integer; unset it or set e.g. {JOBS.name}=8")
     return int(value)
+
+
+def cuobjdump() -> str | None:
+    """The cuobjdump to disassemble with: the one KERNELGEN_CUOBJDUMP names, else CUDA's on PATH, else None."""
+    import shutil
+
+    return CUOBJDUMP.get() or shutil.which("cuobjdump")
 
 
 def cuda_home() -> Path:

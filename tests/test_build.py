@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelgen import knobs
 from kernelgen.build import lifecycle as build_mod
 from kernelgen.build import toolchain
 from kernelgen.build.lifecycle import build, kernels_dir
@@ -165,14 +166,7 @@ def test_packed_pairs_are_a_knob_that_compiles_for_sm100(cache_dir: Path) -> Non
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
 
 
-def _cuobjdump() -> str | None:
-    import os
-    import shutil
-
-    return os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump")
-
-
-@pytest.mark.skipif(_cuobjdump() is None, reason="needs cuobjdump to read the SASS (CUDA's, or KERNELGEN_CUOBJDUMP=path, "
+@pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (CUDA's, or KERNELGEN_CUOBJDUMP=path, "
                                                  "e.g. the copy in Triton's wheel); nvcc alone does not disassemble")
 def test_packed_products_are_never_contracted_into_an_add() -> None:
     """ptxas turns a packed multiply feeding a packed add into FFMA2 (one rounding, not two: other bits

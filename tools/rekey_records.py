@@ -23,11 +23,9 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from sass_count import (  # tools/ is on sys.path when this script runs
-    find_cuobjdump,
-    kernels,
-)
+from sass_count import kernels  # tools/ is on sys.path when this script runs
 
+from kernelgen import knobs
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
 from kernelgen.codegen.render import render_variant
 from kernelgen.resources import include_dir
@@ -63,7 +61,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--dry-run", action="store_true", help="report only; write nothing")
     args = ap.parse_args()
-    cuobjdump = find_cuobjdump()
+    cuobjdump = knobs.cuobjdump()
     if not cuobjdump:
         print("rekey: no cuobjdump (install CUDA's or set KERNELGEN_CUOBJDUMP=path)", file=sys.stderr)
         return 2

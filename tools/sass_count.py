@@ -11,14 +11,13 @@ Needs cuobjdump: CUDA's, or the one in Triton's wheel (KERNELGEN_CUOBJDUMP=path)
 from __future__ import annotations
 
 import collections
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from kernelgen import knobs
 from kernelgen.build import toolchain as tc
 from kernelgen.build.buildplan import CUDA_FLAGS, gencode_flags
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
@@ -35,11 +34,6 @@ FAMILIES = {"shuffle": ("SHFL",), "convert": ("F2F", "F2I", "I2F", "F2FP"), "flo
 def family(op: str) -> str:
     base = op.split(".")[0]
     return next((name for name, ops in FAMILIES.items() if base in ops), "other")
-
-
-def find_cuobjdump() -> str | None:
-    """CUDA's cuobjdump, or the one KERNELGEN_CUOBJDUMP names (e.g. the copy in Triton's wheel)."""
-    return os.environ.get("KERNELGEN_CUOBJDUMP") or shutil.which("cuobjdump")
 
 
 def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | None = None) -> dict[str, str]:
@@ -66,7 +60,7 @@ def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "k.cu"
         src.write_text(render_variant(v, plan=plan))
-        by_name = kernels(src, include_dir(), arch, find_cuobjdump() or "cuobjdump", dump)
+        by_name = kernels(src, include_dir(), arch, knobs.cuobjdump() or "cuobjdump", dump)
     out: dict[str, collections.Counter[str]] = {}
     for name, body in by_name.items():
         m = re.search(r"_cfg(\d+)", name)
