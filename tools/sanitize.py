@@ -18,9 +18,9 @@ import sys
 
 import torch
 
+from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
 from kernelgen.measure.inputs import make_inputs
 from kernelgen.measure.timing import launch_args
-from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
 from kernelgen.runtime.op import current_gpu, load_variant, tuned_plan
 from kernelgen.spec.parse import shipped_variants
 from kernelgen.spec.variant import Launch
@@ -51,25 +51,29 @@ def main() -> int:
     variants = [v for v in shipped if (not specs or v.spec_name in specs) and (not names or v.name in names)]
     if not variants:
         parser.error("--specs and --variants together select no variant")
-    used: set[Launch] = set()
-    calls = 0
+    allowed: dict[str, list[Launch]] = {v.name: [] for v in variants}  # the extra configurations each variant takes
     for v in variants:
-        allowed = []
         for launch in extra:
             why = rejection(v, launch)
             if why:
                 print(f"sanitize: {v.name}: {launch.id} skipped: {why}")
             else:
-                allowed.append(launch)
-        used.update(allowed)
-        if args.only and not allowed:
+                allowed[v.name].append(launch)
+    unused = [launch.id for launch in extra if not any(launch in mine for mine in allowed.values())]
+    if unused:  # refused before anything runs
+        print(f"sanitize: no selected variant allows {', '.join(unused)}: drop it from --launch or select a variant that takes it")
+        return 2
+    calls = 0
+    for v in variants:
+        mine = allowed[v.name]
+        if args.only and not mine:
             continue
         plan = None
-        if allowed:  # the tuned routes with the extra configurations compiled beside them (--only: those alone)
+        if args.only:
+            plan = plan_routes(v, [(ALL_TOKENS, mine[0])], tuple(mine))
+        elif mine:  # the tuned routes, with the extra configurations compiled beside them
             tuned = tuned_plan(v, current_gpu())[0]
-            routes = [(ALL_TOKENS, allowed[0])] if args.only else [(r.max_tokens, tuned.launch_for(r.max_tokens))
-                                                                  for r in tuned.routes]
-            plan = plan_routes(v, routes, tuple(allowed))
+            plan = plan_routes(v, [(r.max_tokens, tuned.launch_for(r.max_tokens)) for r in tuned.routes], tuple(mine))
         op = load_variant(v, plan=plan)  # every configuration the plan compiles is run
         for n in tokens:
             inputs = make_inputs(op.variant, n, 4, "cuda", seed=n)
@@ -77,10 +81,6 @@ def main() -> int:
                 for pdl in (False, True):
                     op.launch_config(config, pdl, *launch_args(inputs))
                     calls += 1
-    unused = [launch.id for launch in extra if launch not in used]
-    if unused:
-        print(f"sanitize: no selected variant allows {', '.join(unused)}")
-        return 2
     torch.cuda.synchronize()
     print(f"sanitize: {calls} launches over {len(variants)} variants done")
     return 0
