@@ -75,6 +75,15 @@ def select(timings: dict[str, dict[int, float]], buckets: tuple[int, ...], defau
             continue
         previous = choose(times, default, previous, tie)
         per_bucket.append((b, previous))
+    # Backwards: a bucket that took a choice of its own on a tie (the first bucket has no previous one to
+    # follow) joins the next bucket's choice when that one is within `tie` there too. Without this, an H200
+    # tuning routed N = 1 alone to the simpler of two mappings 0.4% apart, one route more for nothing.
+    for i in range(len(per_bucket) - 2, -1, -1):
+        (b, lid), nxt = per_bucket[i], per_bucket[i + 1][1]
+        own = i == 0 or per_bucket[i - 1][1] != lid
+        times = {k: t[b] for k, t in timings.items() if b in t}
+        if own and lid not in (default.id, nxt) and nxt in times and times[nxt] <= min(times.values()) * (1 + tie):
+            per_bucket[i] = (b, nxt)
     return merge_buckets(per_bucket)
 
 
@@ -92,9 +101,14 @@ def _measure(timer: Timer, launch: Launch, n: int, outcome: Outcome) -> float | 
 
 
 def probe_buckets(buckets: tuple[int, ...]) -> tuple[int, ...]:
-    """Where every candidate is timed: the smallest, a middle and the second-largest bucket (the largest
-    costs the most to time and rarely ranks differently from its neighbour; finalists are timed there)."""
-    return tuple(dict.fromkeys((buckets[0], buckets[len(buckets) // 2], buckets[max(len(buckets) - 2, 0)])))
+    """Where every candidate is timed: the smallest bucket, the middle one and the one above it, and the
+    second-largest (the largest costs the most to time and rarely ranks differently from its neighbour;
+    finalists are timed there). The turn from latency-bound to bandwidth-bound mappings sits near the
+    middle and each side of it has winners of its own: probed at 1024 but not at 4096, one H200 tuning
+    of FlashMLA dropped its 4096-token winner (4.15 us) and routed that bucket to a 4.58 us mapping."""
+    mid = len(buckets) // 2
+    picks = (buckets[0], buckets[mid], buckets[min(mid + 1, len(buckets) - 1)], buckets[max(len(buckets) - 2, 0)])
+    return tuple(dict.fromkeys(picks))
 
 
 def search(candidates: list[Launch], buckets: tuple[int, ...], timer: Timer, default: Launch,
