@@ -6,7 +6,9 @@
 //      once before it is timed); the "net" column subtracts the loop's own share per step (an FADD-only
 //      chain, less the FADD's 4 cycles);
 //   2. CUDA-graph replay per call (20 calls per graph, median of 30 replays): an empty kernel without
-//      and with programmatic dependent launch, a 1 KB copy, and an index load followed by the copy.
+//      and with programmatic dependent launch, a 1 KB copy, and an index load followed by the copy;
+//   3. the same per grid size (1 to 256 blocks of 128 threads, PDL on, each block its own 1 KB row):
+//      what a launch of one block per token costs as the token count grows, with nothing else in it.
 //   nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe
 // (tools/device_run.sh latency). Not part of the package: a measuring tool beside tools/chain_probe.py.
 #include <cstdio>
@@ -109,6 +111,13 @@ __global__ void k_copy2_pdl(const unsigned* __restrict__ idx, const uint4* __res
   out[threadIdx.x] = __ldg(in + j * 64 + threadIdx.x);
 }
 __global__ void k_copy(const uint4* __restrict__ in, uint4* out) { out[threadIdx.x] = __ldg(in + threadIdx.x); }
+// One 1 KB row per block of 128 threads (8 B per thread, as a t128.v4 bf16 row), the row picked by an index load.
+__global__ void k_rows_pdl(const unsigned* __restrict__ idx, const uint2* __restrict__ in, uint2* out) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+  const unsigned j = __ldg(idx + blockIdx.x);
+  out[blockIdx.x * 128 + threadIdx.x] = __ldg(in + j * 128 + threadIdx.x);
+}
 
 template <class F>
 float graph_us(F launch, cudaStream_t s, int calls = 20, int reps = 30) {
@@ -141,9 +150,9 @@ float graph_us(F launch, cudaStream_t s, int calls = 20, int reps = 30) {
 }
 
 template <class K, class... A>
-void launch_ex(K k, cudaStream_t s, bool pdl, int threads, A... args) {
+void launch_grid(K k, cudaStream_t s, bool pdl, int blocks, int threads, A... args) {
   cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(1);
+  c.gridDim = dim3(blocks);
   c.blockDim = dim3(threads);
   c.stream = s;
   cudaLaunchAttribute at[1];
@@ -152,6 +161,11 @@ void launch_ex(K k, cudaStream_t s, bool pdl, int threads, A... args) {
   c.attrs = at;
   c.numAttrs = pdl ? 1 : 0;
   cudaLaunchKernelEx(&c, k, args...);
+}
+
+template <class K, class... A>
+void launch_ex(K k, cudaStream_t s, bool pdl, int threads, A... args) {
+  launch_grid(k, s, pdl, 1, threads, args...);
 }
 
 int main() {
@@ -204,6 +218,22 @@ int main() {
     printf("idx->copy 1 KB + PDL   %.3f us\n",
            graph_us([&] { launch_ex(k_copy2_pdl, s, true, 64, (const unsigned*)idx, (const uint4*)in, o); }, s));
   }
+  // Part 3: one block of 128 threads per row, grids of 1 to 256 blocks (132 SMs), scattered row indices.
+  uint2 *rows_in, *rows_out;
+  unsigned* rows_idx;
+  const int kRows = 4096;
+  CK(cudaMalloc(&rows_in, kRows * 1024));
+  CK(cudaMalloc(&rows_out, 256 * 1024));
+  CK(cudaMalloc(&rows_idx, 256 * 4));
+  unsigned hidx[256];
+  for (int i = 0; i < 256; ++i) hidx[i] = (i * 2654435761u + 17) % kRows;
+  CK(cudaMemcpy(rows_idx, hidx, sizeof(hidx), cudaMemcpyHostToDevice));
+  const int grids[] = {1, 16, 32, 64, 96, 128, 132, 192, 256};
+  for (int rep = 0; rep < 2; ++rep)
+    for (int g : grids)
+      printf("grid %3d x 128: empty + PDL %.3f us, idx->row 1 KB + PDL %.3f us\n", g,
+             graph_us([&] { launch_grid(k_empty_pdl, s, true, g, 128); }, s),
+             graph_us([&] { launch_grid(k_rows_pdl, s, true, g, 128, (const unsigned*)rows_idx, (const uint2*)rows_in, rows_out); }, s));
   CK(cudaGetLastError());
   return 0;
 }
