@@ -445,7 +445,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
   constexpr int kGroupLanes = 32 / Cfg::kVec;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const int e = pow2_scale_exponent<kE2m1Max>(group_max<kGroupLanes>(chunk[c], kWarp));
+    const int e = pow2_scale_exponent<kE2m1Max>(group_max_nonneg<kGroupLanes>(chunk[c]));  // NaN: see store_flashmla
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     float q[Cfg::kVec];
 #pragma unroll
@@ -467,7 +467,9 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&
   constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const float amax = group_max<kGroupLanes>(chunk[c], kWarp);
+    // 16- or 32-lane groups (vec 4 or 2) take one redux pair instead of 4-5 shuffle stages. A chunk amax may be NaN
+    // here, which the redux lets win: such a row is not finite, so the vote writes its NaN bytes whatever e is.
+    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);
     const int dim = r.first(c);
     if (dim < kNope) {
       const int e = pow2_scale_exponent<kE4m3Max>(amax);

@@ -94,7 +94,8 @@ __device__ __forceinline__ float group_max(float v, unsigned mask) {
 // integer redux.sync per group (the other group's lanes contribute 0) stands for the log2(kWidth)
 // dependent shuffle-and-max stages of group_max: on the H200 one redux takes about 45 cycles and two 56,
 // against 5 x 29 and 4 x 29 (tools/latency_probe.cu, docs/perf.md change 11). A NaN would win here where
-// group_max's fmaxf drops it; the fp8 caller passes no NaNs (its per-lane fmaxf drops them). Narrower
+// group_max's fmaxf drops it; the fp8 caller passes no NaNs (its per-lane fmaxf drops them), and the FlashMLA
+// and fp4 callers write a row holding a NaN as NaN bytes whatever its scale (the row's vote). Narrower
 // groups take group_max's shuffles: four masked reduxes for 8-lane groups take 78 cycles against 87 for
 // three stages, too close to pay for four more instructions per lane at the token counts where such
 // mappings run.
