@@ -133,6 +133,7 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     v = variant("dsv4_indexer_fp4_p64")
     plan = tuning_plan(v, candidates(v, default_space(v))[0])
     assert len(plan.configs) > 10
+    assert any(c.threads_per_token == 64 for c in plan.configs)  # the Hadamard's stages across two warps
     from kernelgen.codegen.render import render_variant
     source = render_variant(v, plan=plan)
     assert source.count("struct dsv4_indexer_fp4_p64_cfg") == len(plan.configs)

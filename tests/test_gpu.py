@@ -437,6 +437,31 @@ def test_tokens_of_several_warps_are_exact(session_cache: Path) -> None:
     assert not failures, failures
 
 
+def test_hadamard_across_warps_is_exact(session_cache: Path) -> None:
+    """The Hadamard stages over the warp bits of a token of 64 or 128 threads swap the row between warps
+    through shared memory: plain and looping (where a block's warps walk many tokens and the buffers
+    alternate by token parity), with and without PDL, at head_dim 1024 (fp4 through bf16),
+    512 (bf16 store) and 128 (the fp8 indexer, two values per thread), every byte is the reference's."""
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.spec.variant import Launch
+
+    cases = [
+        (next(s for s in SHIPPED if s.name == "example_d1024_r128"),
+         [Launch(128, 1, 8, True), Launch(128, 2, 8, loop=True), Launch(64, 4, 8, True, loop=True), Launch(64, 1, 4)]),
+        (Variant("mw_hadamard_bf16_d512", head_dim=512, rope_dim=64, hadamard=True, store="bf16", page_size=16),
+         [Launch(128, 1, 4, True), Launch(128, 4, 4, loop=True), Launch(64, 2, 8)]),
+        (next(s for s in SHIPPED if s.name == "dsv4_indexer_fp8_p64"),
+         [Launch(64, 1, 2, True), Launch(64, 8, 2, True, loop=True)]),
+    ]
+    variants = [v for v, _ in cases]
+    plans = [plan_routes(v, [(ALL_TOKENS, ls[0])], tuple(ls)) for v, ls in cases]
+    artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)
+    failures = []
+    for v, artifact in zip(variants, artifacts):
+        failures += config_failures(Op(artifact), v, (1, 300, 40_000), pages=64)
+    assert not failures, failures
+
+
 @pytest.mark.parametrize("name", [v.name for v in SHIPPED])
 def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path, name: str) -> None:
     """The dispatch the shipped records give this GPU (what load_variant serves; the variant's default launch

@@ -28,7 +28,7 @@ VIOLATIONS: dict[str, Variant] = {
     "flashmla_no_hadamard": Variant("g_flashmla_no_hadamard", head_dim=512, store="fp8_flashmla", hadamard=True),
     "vec_width": Variant("g_vec_width", input_dtype="fp32", launch=Launch(0, 0, 8)),
     "threads_per_token_pow2": Variant("g_threads_per_token_pow2", head_dim=512, launch=Launch(256, 0, 2)),
-    "hadamard_in_one_warp": Variant("g_hadamard_in_one_warp", head_dim=512, hadamard=True, launch=Launch(64, 0, 8)),
+    "hadamard_exchange_fits": Variant("g_hadamard_exchange_fits", head_dim=1024, hadamard=True, launch=Launch(128, 4, 8)),
     "neox_partner_in_one_warp": Variant("g_neox_partner_in_one_warp", head_dim=256, rope_dim=128, rope_style="neox",
                                         launch=Launch(64, 0, 2)),
     "threads_tile_row": Variant("g_threads_tile_row", launch=Launch(32, 0, 8)),

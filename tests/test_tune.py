@@ -353,15 +353,18 @@ def test_loop_is_off_unless_a_spec_opts_in() -> None:
 
 
 def test_tokens_of_several_warps_join_the_space_where_the_row_allows() -> None:
-    """head_dim 512 without a Hadamard (main KV) gets 64- and 128-thread tokens; the Hadamard indexers
-    are refused them with the guard's words, and head_dim 128 rows cannot tile 64 threads at vec 4 or 8."""
+    """head_dim 512 without a Hadamard (main KV) gets 64- and 128-thread tokens; so do Hadamard rows, as
+    far as their exchange between warps fits its shared memory (refused beyond, with the guard's words)."""
     mainkv = load_spec("dsv4_mainkv").variant("dsv4_mainkv_fp8mla_p64")
     valid, _ = candidates(mainkv, default_space(mainkv))
     wide = {c.id for c in valid if c.threads_per_token > 32}
     assert {"t64.b1.v8", "t64.b4.v8.pf.pdl", "t128.b1.v4.pf", "t128.b2.v4.pdl"} <= wide
     assert not any(c.threads_per_token == 128 and c.vec == 8 for c in valid)  # 128 x 8 > 512 dims
     indexer_256 = replace(V, head_dim=256, rope_dim=64)
-    valid, rejected = candidates(indexer_256, default_space(indexer_256))
-    assert not any(c.threads_per_token > 32 for c in valid)
-    assert any("with hadamard on, launch.threads_per_token must be at most 32" in why
-               for c, why in rejected if c.threads_per_token == 64 and c.vec == 4)
+    valid, _ = candidates(indexer_256, default_space(indexer_256))
+    assert {"t64.b1.v4", "t64.b4.v4"} <= {c.id for c in valid}
+    indexer_1024 = replace(V, head_dim=1024, rope_dim=64)
+    valid, _ = candidates(indexer_1024, default_space(indexer_1024))
+    assert {"t128.b2.v8", "t64.b4.v8"} <= {c.id for c in valid}  # 32 KB of exchange buffers: the limit
+    why = rejection(indexer_1024, Launch(128, 4, 8))
+    assert why is not None and "must be at most 32768; lower launch.tokens_per_block" in why

@@ -24,6 +24,12 @@ class Guard:
 
 
 FLASHMLA = "kernelgen::Store::kFp8FlashMla"
+HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/kernelgen/fused_norm_rope_store.cuh)
+
+
+def _warp_stages(threads_per_token: int) -> int:
+    """The Hadamard stages that cross warps: one per warp bit of a token (64 threads: 1, 128: 2)."""
+    return (threads_per_token > 32) + (threads_per_token > 64)
 
 GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
@@ -74,11 +80,16 @@ GUARDS: tuple[Guard, ...] = (
           "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 128",
           "launch.threads_per_token must be a power of two from 1 to 128 (lanes of one warp, or two or four warps)",
           launch=True),
-    Guard("hadamard_in_one_warp",
-          lambda v: not v.hadamard or v.launch.threads_per_token <= 32,
-          "!kHadamard || kThreadsPerToken <= 32",
-          "the Hadamard's lane butterflies are shuffles within one warp: with hadamard on, "
-          "launch.threads_per_token must be at most 32", launch=True),
+    Guard("hadamard_exchange_fits",
+          lambda v: not v.hadamard or v.launch.threads_per_token <= 32
+          or v.launch.tokens_per_block * v.head_dim * 8 * _warp_stages(v.launch.threads_per_token)
+          <= HADAMARD_EXCHANGE_BYTES,
+          "!kHadamard || kThreadsPerToken <= 32 || kTokensPerBlock * kHeadDim * 8 * "
+          "((kThreadsPerToken > 32) + (kThreadsPerToken > 64)) <= kernelgen::kHadamardExchangeBytes",
+          "a token of several warps swaps its row between warps through shared memory for the Hadamard, "
+          "8 x head_dim bytes per warp bit and token (two buffers): with hadamard on and launch.threads_per_token "
+          "above 32, launch.tokens_per_block x head_dim x 8 x (1 for 64 threads, 2 for 128) must be at most 32768; "
+          "lower launch.tokens_per_block", launch=True),
     Guard("neox_partner_in_one_warp",
           lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.launch.threads_per_token <= 32
           or v.rope_dim // 2 < 32 * v.launch.vec,
