@@ -17,6 +17,7 @@ from kernelgen.cli import main
 from kernelgen.errors import BuildError, LayoutMismatch
 from kernelgen.runtime.op import load
 from kernelgen.spec.parse import load_spec
+from kernelgen.spec.variant import Launch
 
 pytestmark = pytest.mark.build
 
@@ -133,7 +134,6 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     v = variant("dsv4_indexer_fp4_p64")
     plan = tuning_plan(v, candidates(v, default_space(v))[0])
     assert len(plan.configs) > 10
-    assert any(c.threads_per_token == 64 for c in plan.configs)  # the Hadamard's stages across two warps
     from kernelgen.codegen.render import render_variant
     source = render_variant(v, plan=plan)
     assert source.count("struct dsv4_indexer_fp4_p64_cfg") == len(plan.configs)
@@ -145,6 +145,18 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     wide = [c for c in candidates(mla, default_space(mla, mainkv.tune_overrides()))[0] if c.threads_per_token > 32]
     assert {c.threads_per_token for c in wide} == {64, 128} and any(c.loop for c in wide)
     results = compile_only([mla], toolchain.detect(), ("sm_100a", "sm_120a"), plan=tuning_plan(mla, wide))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    # the Hadamard's stages across warps (shared-memory swaps): a Hadamard row's wide candidates, and the
+    # 32 KB edge of its exchange at head_dim 1024
+    example = load_spec("example")
+    ln = example.variant("example_ln_neox_head")
+    wide = [c for c in candidates(ln, default_space(ln, example.tune_overrides()))[0] if c.threads_per_token > 32]
+    assert {c.threads_per_token for c in wide} == {64}
+    results = compile_only([ln], toolchain.detect(), ("sm_100a", "sm_120a"), plan=tuning_plan(ln, wide))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    d1024 = example.variant("example_d1024_r128")
+    edge = [Launch(128, 2, 8, loop=True), Launch(64, 4, 8, True)]
+    results = compile_only([d1024], toolchain.detect(), ("sm_100a", "sm_120a"), plan=tuning_plan(d1024, edge))
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
 
 
