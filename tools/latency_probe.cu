@@ -163,11 +163,6 @@ void launch_grid(K k, cudaStream_t s, bool pdl, int blocks, int threads, A... ar
   cudaLaunchKernelEx(&c, k, args...);
 }
 
-template <class K, class... A>
-void launch_ex(K k, cudaStream_t s, bool pdl, int threads, A... args) {
-  launch_grid(k, s, pdl, 1, threads, args...);
-}
-
 int main() {
   float* out;
   long long* cyc;
@@ -211,12 +206,12 @@ int main() {
   CK(cudaMalloc(&idx, 64));
   CK(cudaMemset(idx, 0, 64));
   for (int rep = 0; rep < 3; ++rep) {
-    printf("floor empty            %.3f us\n", graph_us([&] { launch_ex(k_empty, s, false, 32); }, s));
-    printf("floor empty + PDL      %.3f us\n", graph_us([&] { launch_ex(k_empty_pdl, s, true, 32); }, s));
-    printf("copy 1 KB              %.3f us\n", graph_us([&] { launch_ex(k_copy, s, false, 64, (const uint4*)in, o); }, s));
-    printf("copy 1 KB + PDL        %.3f us\n", graph_us([&] { launch_ex(k_copy_pdl, s, true, 64, (const uint4*)in, o); }, s));
+    printf("floor empty            %.3f us\n", graph_us([&] { launch_grid(k_empty, s, false, 1, 32); }, s));
+    printf("floor empty + PDL      %.3f us\n", graph_us([&] { launch_grid(k_empty_pdl, s, true, 1, 32); }, s));
+    printf("copy 1 KB              %.3f us\n", graph_us([&] { launch_grid(k_copy, s, false, 1, 64, (const uint4*)in, o); }, s));
+    printf("copy 1 KB + PDL        %.3f us\n", graph_us([&] { launch_grid(k_copy_pdl, s, true, 1, 64, (const uint4*)in, o); }, s));
     printf("idx->copy 1 KB + PDL   %.3f us\n",
-           graph_us([&] { launch_ex(k_copy2_pdl, s, true, 64, (const unsigned*)idx, (const uint4*)in, o); }, s));
+           graph_us([&] { launch_grid(k_copy2_pdl, s, true, 1, 64, (const unsigned*)idx, (const uint4*)in, o); }, s));
   }
   // Part 3: one block of 128 threads per row, grids of 1 to 256 blocks (132 SMs), scattered row indices.
   uint2 *rows_in, *rows_out;
