@@ -4,8 +4,9 @@
 // threads, rows of at least 64 x kVec dims) two or four whole warps. Thread `l` of a token holds kChunks vectors of
 // kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k. So the bits of a dim
 // index are, from the lowest: in-vector bits, lane bits (then warp bits), chunk bits. Reductions, the
-// neox partner exchange and the Hadamard butterflies follow those bits; the warp bits are crossed only by
-// the sums, the fp8 amax and the NaN vote (through shared memory, see "tokens of several warps").
+// neox partner exchange and the Hadamard butterflies follow those bits; the warp bits are crossed through
+// shared memory by the sums, the fp8 amax, the NaN vote (see "tokens of several warps") and the Hadamard's
+// warp stages (warp_butterflies).
 //
 // A generated translation unit defines a `Cfg` struct (constants only) and instantiates run<Cfg>.
 #pragma once
