@@ -4,14 +4,16 @@ number of rounds), with the empty-kernel floor measured in every round too.
 
     python tools/ab_kernels.py OLD_TREE dsv4_indexer:dsv4_indexer_fp8_p64,dsv4_indexer_bf16_p64 dsv4_mainkv:... \
         [--tokens 1,32,128] [--workloads decode,prefill] [--rounds 6] [--launch t32.b2.v8.pf.pdl] [--json FILE]
+    python tools/ab_kernels.py . dsv4_mainkv:dsv4_mainkv_fp8mla_p64 --launch t128.b1.v4.pf.pdl/t256.b1.v2.pf.pdl
 
 OLD_TREE holds kernelgen/, templates/, specs/ and cache/ of the old revision, e.g.
     git archive REV kernelgen templates specs cache pyproject.toml | (mkdir -p ab_old && tar -x -C ab_old)
 Each side's library is built by its own tree's kernelgen in a subprocess, with that tree's tuning
 records for this GPU (so a code change and a routing change are measured together: each row names
 both sides' configurations and marks the rows where they differ), or with `--launch ID` for every
-token count on both sides (the code change alone). Each row also counts the cache bytes the two sides
-write differently (0 where the change keeps the bits)."""
+token count on both sides (the code change alone), or `--launch OLD_ID/NEW_ID` for one configuration per
+side (with OLD_TREE `.`, two launch configurations of this checkout). Each row also counts the cache bytes
+the two sides write differently (0 where the change keeps the bits)."""
 from __future__ import annotations
 
 import argparse
@@ -60,7 +62,8 @@ def main() -> int:
     ap.add_argument("--tokens", default="1,32,128")
     ap.add_argument("--workloads", default="decode,prefill")
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--launch", default="", help="one configuration id for both sides and every token count")
+    ap.add_argument("--launch", default="", help="one configuration id for both sides and every token count, "
+                    "or OLD_ID/NEW_ID")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -73,6 +76,7 @@ def main() -> int:
     from kernelgen.spec.parse import load_spec
 
     sides = {"old": args.old.resolve(), "new": ROOT}
+    pinned = dict(zip(sides, (args.launch.split("/") * 2)[:2]))
     unused = torch.empty(0, dtype=torch.uint8, device="cuda")  # the symbol's way to say 'no such tensor'
     rows: list[dict[str, Any]] = []
     for item in args.sets:
@@ -81,7 +85,7 @@ def main() -> int:
         spec, names = item.split(":")
         for name in names.split(","):
             v = load_spec(spec).variant(name)
-            built = {side: build_in(tree, spec, name, args.launch, args.tokens) for side, tree in sides.items()}
+            built = {side: build_in(tree, spec, name, pinned[side], args.tokens) for side, tree in sides.items()}
             fns = {side: load_module(Path(b["library"]))[name] for side, b in built.items()}
             for workload in args.workloads.split(","):
                 for n in (int(t) for t in args.tokens.split(",")):
