@@ -27,7 +27,7 @@ VIOLATIONS: dict[str, Variant] = {
     "flashmla_shape": Variant("g_flashmla_shape", head_dim=256, store="fp8_flashmla"),
     "flashmla_no_hadamard": Variant("g_flashmla_no_hadamard", head_dim=512, store="fp8_flashmla", hadamard=True),
     "vec_width": Variant("g_vec_width", input_dtype="fp32", launch=Launch(0, 0, 8)),
-    "threads_per_token_pow2": Variant("g_threads_per_token_pow2", head_dim=1024, launch=Launch(512, 0, 2)),
+    "threads_per_token_pow2": Variant("g_threads_per_token_pow2", head_dim=512, launch=Launch(256, 0, 2)),
     "hadamard_exchange_fits": Variant("g_hadamard_exchange_fits", head_dim=1024, hadamard=True, launch=Launch(128, 4, 8)),
     "neox_partner_in_one_warp": Variant("g_neox_partner_in_one_warp", head_dim=256, rope_dim=128, rope_style="neox",
                                         launch=Launch(64, 0, 2)),
@@ -91,7 +91,7 @@ def _random_variant(rng: random.Random, i: int) -> Variant:
                     rope_dim=rng.choice([0, 32, 64, 128]), norm_bias=rng.random() < 0.3,
                     hadamard=rng.random() < 0.4, page_size=rng.choice([1, 2, 3, 16, 64, 256]),
                     round_through_bf16=rng.random() < 0.2)
-    launch = Launch(rng.choice([0, 0, 2, 4, 8, 16, 32, 64, 128, 256]), rng.choice([0, 0, 1, 2, 8]), rng.choice([0, 0, 2, 4, 8]))
+    launch = Launch(rng.choice([0, 0, 2, 4, 8, 16, 32, 64, 128]), rng.choice([0, 0, 1, 2, 8]), rng.choice([0, 0, 2, 4, 8]))
     return Variant(name=f"prop_{i}", launch=launch, **settings)
 
 

@@ -28,8 +28,8 @@ HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/
 
 
 def _warp_stages(threads_per_token: int) -> int:
-    """The Hadamard stages that cross warps: one per warp bit of a token (64 threads: 1, 128: 2, 256: 3)."""
-    return (threads_per_token > 32) + (threads_per_token > 64) + (threads_per_token > 128)
+    """The Hadamard stages that cross warps: one per warp bit of a token (64 threads: 1, 128: 2)."""
+    return (threads_per_token > 32) + (threads_per_token > 64)
 
 GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
@@ -76,22 +76,20 @@ GUARDS: tuple[Guard, ...] = (
           "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
           "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),
     Guard("threads_per_token_pow2",
-          lambda v: is_pow2(v.launch.threads_per_token) and v.launch.threads_per_token <= 256,
-          "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 256",
-          "launch.threads_per_token must be a power of two from 1 to 256 (lanes of one warp, or two, four or eight "
-          "warps)",
+          lambda v: is_pow2(v.launch.threads_per_token) and v.launch.threads_per_token <= 128,
+          "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 128",
+          "launch.threads_per_token must be a power of two from 1 to 128 (lanes of one warp, or two or four warps)",
           launch=True),
     Guard("hadamard_exchange_fits",
           lambda v: not v.hadamard or v.launch.threads_per_token <= 32
           or v.launch.tokens_per_block * v.head_dim * 8 * _warp_stages(v.launch.threads_per_token)
           <= HADAMARD_EXCHANGE_BYTES,
           "!kHadamard || kThreadsPerToken <= 32 || kTokensPerBlock * kHeadDim * 8 * "
-          "((kThreadsPerToken > 32) + (kThreadsPerToken > 64) + (kThreadsPerToken > 128)) <= "
-          "kernelgen::kHadamardExchangeBytes",
+          "((kThreadsPerToken > 32) + (kThreadsPerToken > 64)) <= kernelgen::kHadamardExchangeBytes",
           "a token of several warps swaps its row between warps through shared memory for the Hadamard, "
           "8 x head_dim bytes per warp bit and token (two buffers): with hadamard on and launch.threads_per_token "
-          "above 32, launch.tokens_per_block x head_dim x 8 x (1 for 64 threads, 2 for 128, 3 for 256) must be at "
-          "most 32768; lower launch.tokens_per_block", launch=True),
+          "above 32, launch.tokens_per_block x head_dim x 8 x (1 for 64 threads, 2 for 128) must be at most 32768; "
+          "lower launch.tokens_per_block", launch=True),
     Guard("neox_partner_in_one_warp",
           lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.launch.threads_per_token <= 32
           or v.rope_dim // 2 < 32 * v.launch.vec,

@@ -28,9 +28,9 @@ def _vec_values(v: Variant) -> tuple[object, ...]:
 
 
 PARAMS: tuple[Param, ...] = (
-    Param("threads_per_token", "threads that share a token: lanes of one warp (1..32, a power of two), or two, "
-          "four or eight warps (64, 128, 256: fewer values per thread for a short small-batch chain, the sums "
-          "crossing warps through shared memory)", lambda v: (1, 2, 4, 8, 16, 32, 64, 128, 256)),
+    Param("threads_per_token", "threads that share a token: lanes of one warp (1..32, a power of two), or two or "
+          "four warps (64, 128: fewer values per thread for a short small-batch chain, the sums crossing warps "
+          "through shared memory)", lambda v: (1, 2, 4, 8, 16, 32, 64, 128)),
     Param("vec", "elements per vector load (16-byte and 8-byte loads by default)", _vec_values),
     Param("block_threads", "threads per block; tokens_per_block = block_threads / threads_per_token",
           lambda v: (64, 256)),

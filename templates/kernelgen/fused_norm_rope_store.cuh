@@ -1,7 +1,7 @@
 // kernelgen/fused_norm_rope_store.cuh: the device code of the fused_norm_rope_store family.
 //
-// One token is handled by kThreadsPerToken consecutive threads: lanes of one warp, or (64, 128 or 256
-// threads, rows of at least 64 x kVec dims) two, four or eight whole warps. Thread `l` of a token holds kChunks vectors of
+// One token is handled by kThreadsPerToken consecutive threads: lanes of one warp, or (64 or 128
+// threads, rows of at least 64 x kVec dims) two or four whole warps. Thread `l` of a token holds kChunks vectors of
 // kVec elements: element k of chunk c is dim (c * kThreadsPerToken + l) * kVec + k. So the bits of a dim
 // index are, from the lowest: in-vector bits, lane bits (then warp bits), chunk bits. Reductions, the
 // neox partner exchange and the Hadamard butterflies follow those bits; the warp bits are crossed through
@@ -92,12 +92,12 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
   }
 }
 
-// ---- tokens of several warps (threads_per_token 64, 128 or 256) ----------------------------
+// ---- tokens of several warps (threads_per_token 64 or 128) ---------------------------------
 //
 // Such a token reduces within each warp by shuffles, then across its warps through shared memory behind
 // a named barrier of the token's threads (id = the token's place in the block, so the tokens of a block
 // never wait on each other; 1024 threads per block leave at most 16 such tokens, the number of barriers).
-// The warps combine in butterfly order over the warp bits (warp w with w ^ 1, then w ^ 2, then w ^ 4): the same
+// The warps combine in butterfly order over the warp bits (warp w with w ^ 1, then with w ^ 2): the same
 // operations on the same values as the lane butterfly continued past 32 lanes, which the reference replays
 // (both operations are commutative, so every warp ends with the same bits). Each exchange of a token has
 // its own slots, and the looping kernel alternates two sets by token parity: a warp that runs ahead into
@@ -138,23 +138,16 @@ __device__ __forceinline__ float across_warps(const Row<Cfg>& r, Exchange exchan
   if constexpr (kW == 1) {
     return v;
   } else {
-    static_assert(kW == 2 || kW == 4 || kW == 8, "a token spans two, four or eight warps (guard threads_per_token_pow2)");
+    static_assert(kW == 2 || kW == 4, "a token spans two or four warps (guard threads_per_token_pow2)");
     static_assert(Cfg::kTokensPerBlock <= 16, "one named barrier per token: at most 16 tokens per block");
     __shared__ float slots[2][Cfg::kTokensPerBlock][kExchanges][kW];
     float* s = slots[r.parity][r.token][exchange];
     const int warp = r.lane / 32;
     if ((r.lane & 31) == 0) s[warp] = v;
     token_barrier(r.token, Cfg::kThreadsPerToken);
-    // t[j] starts as warp (warp ^ j)'s value; level m combines t[j] with t[j + m] = t[j ^ m]: after the last
-    // level t[0] is this warp's butterfly result ((w, w^1), (w^2, w^3)), ...
-    float t[kW];
-#pragma unroll
-    for (int j = 0; j < kW; ++j) t[j] = s[warp ^ j];
-#pragma unroll
-    for (int m = 1; m < kW; m <<= 1)
-#pragma unroll
-      for (int j = 0; j < kW; j += 2 * m) t[j] = Op()(t[j], t[j + m]);
-    return t[0];
+    float acc = Op()(s[warp], s[warp ^ 1]);
+    if constexpr (kW == 4) acc = Op()(acc, Op()(s[warp ^ 2], s[warp ^ 3]));
+    return acc;
   }
 }
 
@@ -339,7 +332,7 @@ __device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const floa
 
 // ---- Walsh-Hadamard (Sylvester order), one butterfly stage per index bit, lowest bit first --
 
-// The stages over the warp bits of a token of two, four or eight warps (lane bits 32, 64, 128): each thread swaps its
+// The stages over the warp bits of a token of two or four warps (lane bits 32 and 64): each thread swaps its
 // whole slice of the row with the same lane of the partner warp through shared memory, behind the token's
 // named barrier, then takes the lane stage's butterfly (the same one rounding of a+b or a-b). Each stage has
 // its own buffer, and the looping kernel alternates two sets by token parity (as the exchange slots above:
@@ -349,7 +342,7 @@ template <class Cfg>
 __device__ __forceinline__ void warp_butterflies(Row<Cfg>& r) {
   using G = Geometry<Cfg>;
   if constexpr (G::kWarpsPerToken > 1) {
-    constexpr int kStages = floor_log2(G::kWarpsPerToken);
+    constexpr int kStages = G::kWarpsPerToken == 4 ? 2 : 1;
     constexpr int kPairs = G::kChunks * G::kVec / 2;
     static_assert(2 * kStages * Cfg::kTokensPerBlock * kPairs * G::kT * sizeof(float2) <= kHadamardExchangeBytes,
                   "the Hadamard exchange fits its shared memory (guard hadamard_exchange_fits)");
