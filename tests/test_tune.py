@@ -261,6 +261,34 @@ def test_a_record_moves_to_another_template_only_with_its_chosen_instances_prove
         records.rekeyed(old, records.template_hash(), {slow.id}, "proof")
 
 
+def test_rekey_compares_the_launch_code_not_only_the_kernels() -> None:
+    """tools/rekey_records.py moves records only where the host code that shapes a launch (grid, block,
+    attributes, parameters) is the same: a grid edit counts, comments, layout and kernel code do not (the
+    SASS comparison covers those), and a header whose launch functions moved is refused by name."""
+    import sys
+
+    from kernelgen.resources import include_dir
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from rekey_records import HEADER, launch_code
+
+    header = (include_dir() / HEADER).read_text()
+    base = launch_code(header)
+    assert "cudaLaunchKernelEx" in base and "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in base
+
+    def edited(old: str, new: str) -> str:
+        assert header.count(old) == 1, old
+        return launch_code(header.replace(old, new))
+
+    assert edited("  if (num_tokens == 0) return;", "  // nothing to launch\n  if (num_tokens == 0)\n    return;") == base
+    assert edited("constexpr uint8_t kUe8m0Nan = 0xFF;", "constexpr uint8_t kUe8m0Nan = 0xFE;") == base
+    assert edited("blocks = std::min(blocks, resident_blocks<Cfg>(x.device().device_id));",
+                  "blocks = std::min(blocks, 2 * resident_blocks<Cfg>(x.device().device_id));") != base
+    assert edited("launch.numAttrs = pdl ? 1 : 0;", "launch.numAttrs = 1;") != base
+    with pytest.raises(ValueError, match="update LAUNCH_FUNCTIONS"):
+        edited("void run(", "void launch(")
+
+
 def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() -> None:
     """After a template change the shipped records are stale (another template): re-tune on an H200 with
     `kernelgen tune SPEC --out cache` for each shipped spec, or, where the kernels' code did not change,

@@ -7,6 +7,9 @@ configurations and the default with the templates of git revision REV (the kerne
 records) and with this checkout's, compiles both for the record's arch, and compares the SASS of
 every kernel. Records whose kernels are identical instruction for instruction move to this
 template, keeping the timings of the proven configurations only; the others are left alone (re-tune).
+Identical kernels are not enough when the host code that launches them changed (the grid, the block,
+the attributes, the parameters: `resident_blocks` and `run` in the kernel header): then the timings
+do not carry over, and the tool moves nothing.
 
     python tools/rekey_records.py cache/nvidia-h200-sm90-132sms.json --from 578cbc9 [--dry-run] [--jobs 2]
 
@@ -17,6 +20,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,6 +54,30 @@ for job in json.load(open(sys.argv[1])):
 """
 
 
+HEADER = Path("kernelgen") / "fused_norm_rope_store.cuh"  # under a templates directory
+LAUNCH_FUNCTIONS = ("int64_t resident_blocks(", "void run(")  # the host code that shapes a launch
+
+
+def launch_code(header: str) -> str:
+    """The launch functions of a kernel header (LAUNCH_FUNCTIONS, whole definitions), comments and
+    whitespace dropped: two headers launch alike where these are equal."""
+    text = re.sub(r"//[^\n]*", "", header)
+    parts = []
+    for signature in LAUNCH_FUNCTIONS:
+        start = text.find(signature)
+        body = text.find("{", start)
+        if start < 0 or body < 0:
+            raise ValueError(f"no `{signature}...)` definition in the kernel header: the launch code moved; "
+                             "update LAUNCH_FUNCTIONS in tools/rekey_records.py")
+        depth, end = 0, body
+        for end in range(body, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        parts.append(" ".join(text[start:end + 1].split()))
+    return "\n".join(parts)
+
+
 def arch_of(gpu: records.GpuInfo) -> str:
     return f"sm_{gpu.capability.replace('.', '')}a"
 
@@ -81,6 +109,12 @@ def main() -> int:
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         old_hash = records.template_hash(old_tree / "templates")
+        if launch_code((old_tree / "templates" / HEADER).read_text()) != launch_code((include_dir() / HEADER).read_text()):
+            names = " and ".join(sig.split()[-1].rstrip("(") for sig in LAUNCH_FUNCTIONS)
+            print(f"rekey: the launch code ({names} in {HEADER}: grid, block, attributes, parameters) differs "
+                  f"between {rev} and this checkout, so timings do not carry over: re-tune "
+                  "(kernelgen tune SPEC --out cache); nothing moved", file=sys.stderr)
+            return 3
         variants = {v.content_key(): resolve(v) for v in shipped_variants()}
         todo: list[tuple[records.Record, Variant, list[str]]] = []
         for key, record in sorted(by_key.items(), key=lambda kv: kv[1].variant):
