@@ -261,15 +261,13 @@ def test_a_record_moves_to_another_template_only_with_its_chosen_instances_prove
         records.rekeyed(old, records.template_hash(), {slow.id}, "proof")
 
 
-def test_rekey_compares_the_launch_code_not_only_the_kernels() -> None:
+def test_rekey_compares_the_launch_code_not_only_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """tools/rekey_records.py moves records only where the host code that shapes a launch (grid, block,
     attributes, parameters) is the same: a grid edit counts, comments, layout and kernel code do not (the
     SASS comparison covers those), and a header whose launch functions moved is refused by name."""
-    import sys
-
     from kernelgen.resources import include_dir
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
     from rekey_records import HEADER, launch_code
 
     header = (include_dir() / HEADER).read_text()

@@ -76,7 +76,10 @@ def main() -> int:
     from kernelgen.spec.parse import load_spec
 
     sides = {"old": args.old.resolve(), "new": ROOT}
-    pinned = dict(zip(sides, (args.launch.split("/") * 2)[:2]))
+    ids = args.launch.split("/")
+    if len(ids) > 2 or (len(ids) == 2 and not all(ids)):
+        ap.error(f"--launch {args.launch!r}: give one configuration id, or OLD_ID/NEW_ID")
+    pinned = {"old": ids[0], "new": ids[-1]}  # one id pins both sides
     unused = torch.empty(0, dtype=torch.uint8, device="cuda")  # the symbol's way to say 'no such tensor'
     rows: list[dict[str, Any]] = []
     for item in args.sets:
