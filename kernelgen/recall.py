@@ -14,6 +14,7 @@ from .layout import codec
 from .layout.layout import layout_of
 from .measure import reference
 from .measure.inputs import rope_table
+from .spec.formats import FORMATS
 from .spec.parse import load_spec
 from .spec.variant import Variant
 
@@ -30,7 +31,7 @@ DEFAULT_HEADS = 64
 DEFAULT_QUERIES = 16
 DEFAULT_NEEDLES = 8  # per (query, k, margin)
 FP32 = "fp32"  # the control store: keys used as computed (no encode/decode)
-STORE_SHORT = {"bf16": "bf16", "fp8_e4m3": "fp8", "fp4_e2m1": "fp4", "fp8_flashmla": "fp8mla", FP32: "fp32"}
+STORE_SHORT = {**{name: fmt.short for name, fmt in FORMATS.items()}, FP32: "fp32"}
 KEY_BLOCK = 4096  # keys are generated in blocks with their own seeds: a context is a prefix of a longer one
 SCORE_CHUNK = 16384  # keys per score matmul (bounds the [chunk, queries x heads] intermediate)
 BISECT_STEPS = 32  # halvings of the blend factor: 2^-32 resolution

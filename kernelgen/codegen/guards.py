@@ -1,11 +1,9 @@
 """The guard table: one predicate, one C++ condition and one message per unsupported combination."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from ..errors import GuardViolation
 from ..layout.layout import layout_of
+from ..spec.formats import FORMATS, Guard
 from ..spec.variant import Variant
 from .launch import resolve
 
@@ -14,16 +12,6 @@ def is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-@dataclass(frozen=True)
-class Guard:
-    id: str
-    holds: Callable[[Variant], bool]  # evaluated on a variant whose launch is resolved
-    cpp: str  # the same condition over the generated Cfg constants
-    message: str  # identical in the Python precheck and the static_assert
-    launch: bool = False  # constrains the launch configuration (a tuning-space rule), not the variant
-
-
-FLASHMLA = "kernelgen::Store::kFp8FlashMla"
 HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/kernelgen/fused_norm_rope_store.cuh)
 
 
@@ -31,47 +19,44 @@ def _warp_stages(threads_per_token: int) -> int:
     """The Hadamard stages that cross warps: one per warp bit of a token (64 threads: 1, 128: 2)."""
     return (threads_per_token > 32) + (threads_per_token > 64)
 
-GUARDS: tuple[Guard, ...] = (
+_UNQUANTIZED = [fmt for fmt in FORMATS.values() if not fmt.quantized]
+_QUANTIZED = ", ".join(name for name, fmt in FORMATS.items() if fmt.quantized)
+
+_VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
-          "head_dim must be between 64 and 1024"),
+          "head_dim must be between 64 and 1024", axes=('head_dim',)),
     Guard("head_dim_multiple_of_64", lambda v: v.head_dim % 64 == 0, "kHeadDim % 64 == 0",
-          "head_dim must be a multiple of 64"),
+          "head_dim must be a multiple of 64", axes=('head_dim',)),
     Guard("hadamard_pow2", lambda v: not v.hadamard or is_pow2(v.head_dim),
           "!kHadamard || kernelgen::is_pow2(kHeadDim)",
-          "hadamard needs a power-of-two head_dim (64, 128, 256, 512, 1024); turn hadamard off for other sizes"),
+          "hadamard needs a power-of-two head_dim (64, 128, 256, 512, 1024); turn hadamard off for other sizes", axes=('hadamard', 'head_dim')),
     Guard("rope_dim_choice", lambda v: v.rope_dim in (0, 32, 64, 128),
           "kRopeDim == 0 || kRopeDim == 32 || kRopeDim == 64 || kRopeDim == 128",
-          "rope_dim must be 0 (no RoPE), 32, 64 or 128"),
+          "rope_dim must be 0 (no RoPE), 32, 64 or 128", axes=('rope_dim',)),
     Guard("rope_fits", lambda v: v.rope_dim <= v.head_dim, "kRopeDim <= kHeadDim",
-          "rope_dim must not exceed head_dim"),
+          "rope_dim must not exceed head_dim", axes=('rope_dim', 'head_dim')),
     Guard("neox_aligned",
           lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.rope_begin % v.rope_dim == 0,
           "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
           "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
-          "put the rope at the head or use a head_dim that is a multiple of rope_dim"),
+          "put the rope at the head or use a head_dim that is a multiple of rope_dim", axes=('rope_style', 'rope_place', 'rope_dim')),
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
           "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
-          "page_size must be a power of two from 1 to 4096"),
+          "page_size must be a power of two from 1 to 4096", axes=('page_size',)),
     Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
           "!kNormBias || kNorm == kernelgen::Norm::kLayer",
-          "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias"),
-    Guard("round_needs_quantized_store", lambda v: not v.round_through_bf16 or v.store != "bf16",
-          "!kRoundBf16 || kStore != kernelgen::Store::kBf16",
-          "round_through_bf16 only applies to quantized stores (fp8_e4m3, fp4_e2m1, fp8_flashmla)"),
-    Guard("flashmla_shape",
-          lambda v: v.store != "fp8_flashmla" or (v.head_dim, v.rope_dim, v.rope_place) == (512, 64, "tail"),
-          f"kStore != {FLASHMLA} || (kHeadDim == 512 && kRopeDim == 64 && kRopeBegin == 448)",
-          "fp8_flashmla is the main-KV layout of head_dim 512 with rope_dim 64 at the tail; "
-          "use store fp8_e4m3 or bf16 for other shapes"),
-    Guard("flashmla_no_hadamard", lambda v: v.store != "fp8_flashmla" or not v.hadamard,
-          f"kStore != {FLASHMLA} || !kHadamard",
-          "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; turn hadamard off"),
+          "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),
+    Guard("round_needs_quantized_store", lambda v: not v.round_through_bf16 or FORMATS[v.store].quantized,
+          "!kRoundBf16 || " + " && ".join(f"kStore != {fmt.cpp_enum}" for fmt in _UNQUANTIZED),
+          f"round_through_bf16 only applies to quantized stores ({_QUANTIZED})", axes=('round_through_bf16', 'store')),
+)
+_LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
     Guard("store_words",
           lambda v: layout_of(v).store_align >= 4,
           "kStoreAlign >= 4",
           "every stored field must start on a 4-byte boundary (whole-word stores): with fp4_e2m1, head_dim/2 + "
           "head_dim/32 bytes per token x page_size must be a multiple of 4; use an even page_size or a head_dim "
-          "that is a multiple of 128"),
+          "that is a multiple of 128", axes=('page_size', 'head_dim', 'store')),
     Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
           "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
           "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),
@@ -107,34 +92,23 @@ GUARDS: tuple[Guard, ...] = (
           and v.launch.threads_per_token * v.launch.tokens_per_block <= 1024,
           "(kThreadsPerToken * kTokensPerBlock) % 32 == 0 && kThreadsPerToken * kTokensPerBlock <= 1024",
           "launch.threads_per_token x launch.tokens_per_block must be a multiple of 32 and at most 1024", launch=True),
-    Guard("fp4_group_span",
-          lambda v: v.store != "fp4_e2m1" or v.launch.threads_per_token * v.launch.vec >= 32,
-          "kStore != kernelgen::Store::kFp4E2m1 || kThreadsPerToken * kVec >= 32",
-          "fp4_e2m1 scales 32-dim groups, which must lie within one load step: "
-          "make launch.threads_per_token x launch.vec at least 32", launch=True),
-    Guard("flashmla_group_span",
-          lambda v: v.store != "fp8_flashmla" or v.launch.threads_per_token * v.launch.vec >= 64,
-          f"kStore != {FLASHMLA} || kThreadsPerToken * kVec >= 64",
-          "fp8_flashmla scales 64-dim groups, which must lie within one load step: "
-          "make launch.threads_per_token x launch.vec at least 64", launch=True),
 )
 
 
-# The spec keys each guard reads, most likely culprit first: a violation points at where that key is set.
-GUARD_AXES: dict[str, tuple[str, ...]] = {
-    "head_dim_range": ("head_dim",), "head_dim_multiple_of_64": ("head_dim",),
-    "hadamard_pow2": ("hadamard", "head_dim"), "rope_dim_choice": ("rope_dim",), "rope_fits": ("rope_dim", "head_dim"),
-    "neox_aligned": ("rope_style", "rope_place", "rope_dim"), "page_size_pow2": ("page_size",),
-    "norm_bias_needs_layer": ("norm_bias", "norm"), "round_needs_quantized_store": ("round_through_bf16", "store"),
-    "flashmla_shape": ("store", "head_dim", "rope_dim", "rope_place"), "flashmla_no_hadamard": ("hadamard", "store"),
-    "store_words": ("page_size", "head_dim", "store"),
-}
+def _format_guards(launch: bool) -> tuple[Guard, ...]:
+    return tuple(g for fmt in FORMATS.values() for g in fmt.guards if g.launch == launch)
+
+
+# Every guard in one table: the variant's, each format's own, then the launch rules (each format's last).
+# Each guard names the spec keys it reads (most likely culprit first): a violation points at where that key is set.
+GUARDS: tuple[Guard, ...] = (_VARIANT_GUARDS + _format_guards(launch=False) + _LAYOUT_AND_LAUNCH_GUARDS
+                             + _format_guards(launch=True))
 
 
 def where(v: Variant, g: Guard) -> str:
     """file:line:col of the key that broke guard g (the launch table for launch guards), else the variant's."""
     origins = dict(v.origins)
-    for axis in ("launch",) if g.launch else GUARD_AXES.get(g.id, ()):
+    for axis in ("launch",) if g.launch else g.axes:
         if axis in origins:
             return origins[axis]
     return v.origin

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP
+from ..spec.formats import format_of
 from ..spec.variant import Launch, Variant
 
 # Defaults from a launch sweep on the H200 (tools/results/h200_sweep_launch.log): 16 values
@@ -12,7 +12,6 @@ from ..spec.variant import Launch, Variant
 DEFAULT_BLOCK_THREADS = 64
 DEFAULT_VALUES_PER_THREAD = 16
 MAX_THREADS_PER_TOKEN = 32  # defaults keep a token in one warp; tokens of 2 or 4 warps are a tuning choice
-_SCALE_GROUP = {"fp4_e2m1": FP4_GROUP, "fp8_flashmla": FLASHMLA_GROUP}  # must lie within one load step
 
 
 def _largest_pow2_divisor(n: int, cap: int) -> int:
@@ -25,7 +24,7 @@ def _largest_pow2_divisor(n: int, cap: int) -> int:
 def default_threads(v: Variant, vec: int) -> int:
     """Enough threads for 16 values each, more where a scale group must span one load step."""
     loads = max(v.head_dim // vec, 1)
-    wanted = max(v.head_dim // DEFAULT_VALUES_PER_THREAD, _SCALE_GROUP.get(v.store, 1) // vec, 1)
+    wanted = max(v.head_dim // DEFAULT_VALUES_PER_THREAD, format_of(v).load_group // vec, 1)
     return _largest_pow2_divisor(loads, min(wanted, MAX_THREADS_PER_TOKEN))
 
 

@@ -9,6 +9,7 @@ import jinja2
 
 from .. import __version__, resources
 from ..layout.layout import Layout, layout_of
+from ..spec.formats import format_of
 from ..spec.variant import Launch, Variant
 from .checks import cpp_checks, cpp_dtype_names
 from .guards import GUARDS, precheck
@@ -17,7 +18,6 @@ from .launch import LaunchPlan, default_plan, resolve
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
 _NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone"}
-_STORE_ENUM = {"bf16": "kBf16", "fp8_e4m3": "kFp8E4m3", "fp4_e2m1": "kFp4E2m1", "fp8_flashmla": "kFp8FlashMla"}
 
 
 @lru_cache(maxsize=1)
@@ -39,13 +39,17 @@ def f32_literal(value: float) -> str:
 
 
 def _field_constants(layout: Layout) -> dict[str, int]:
-    by_role = {"values": "value", "nope": "value", "scale": "scale", "scales": "scale", "rope": "rope"}
+    """The device code's field addresses: the first part's values and scales, and a second part (the
+    roped dims kept apart, as FlashMLA does) at kRopeBase with the same token stride."""
     out = {"value_base": 0, "value_stride": 0, "scale_base": 0, "scale_stride": 0, "rope_base": 0}
-    for f in layout.fields:
-        role = by_role[f.name]
-        out[f"{role}_base"] = f.base
-        if role != "rope":
-            out[f"{role}_stride"] = f.stride
+    first, *rest = layout.segments
+    values = layout.field(first.part.field)
+    out.update(value_base=values.base, value_stride=values.stride)
+    if first.part.scale != "none":
+        scales = layout.field(first.part.scale_field)
+        out.update(scale_base=scales.base, scale_stride=scales.stride)
+    for seg in rest:
+        out["rope_base"] = layout.field(seg.part.field).base
     return out
 
 
@@ -87,7 +91,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "norm_bias": _cpp_bool(v.norm_bias),
         "hadamard": _cpp_bool(v.hadamard),
         "hadamard_scale": f32_literal(v.hadamard_scale if v.hadamard else 1.0),
-        "store_enum": _STORE_ENUM[v.store],
+        "store_enum": format_of(v).enum,
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
         "page_size": v.page_size,
         "page_bytes": layout.page_bytes,

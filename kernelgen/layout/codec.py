@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from .layout import FLASHMLA_GROUP, FP4_GROUP, Layout
+from ..spec.formats import E2M1_MAX, E4M3_MAX, QMAX, Part
+from .layout import Layout
 
 if TYPE_CHECKING:
     import torch
 
-E4M3_MAX = 448.0
-E2M1_MAX = 6.0
 AMAX_FLOOR = 1e-4
 # e2m1 magnitude codes 0..7 and the thresholds between them; a value strictly above a
 # threshold takes the larger code (the serving layout's rule), which is not round-to-nearest-even.
@@ -133,29 +132,50 @@ def _nan_row(encoding: str, size: int, device: str) -> torch.Tensor:
 
 
 def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for seg in layout.segments:
+        out.update(_ENCODERS[seg.part.rule](seg.part, y[:, seg.begin:seg.end]))
+    return out
+
+
+def _encode_plain_bf16(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     import torch
 
-    if layout.store == "bf16":
-        return {"values": _bytes(y.to(torch.bfloat16))}
-    if layout.store == "fp8_e4m3":
-        amax = y.abs().amax(dim=-1, keepdim=True)
-        scale = torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
-        # Codes of y * RN(1 / scale), as the kernel computes them (one multiply per value, not a
-        # divide). The float64 quotient rounded to float32 is RN(1 / scale): 53 >= 2 * 24 + 2 bits,
-        # so rounding twice cannot differ from rounding once.
-        inv_scale = (1.0 / scale.double()).float()
-        return {"values": e4m3_encode(y * inv_scale), "scale": _bytes(scale)}
-    if layout.store == "fp4_e2m1":
-        e = _group_scale_exponent(y, FP4_GROUP, E2M1_MAX)
-        q = y / pow2(e).repeat_interleave(FP4_GROUP, dim=-1)
-        codes = e2m1_encode(q)
-        packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
-        return {"values": packed, "scales": (e + 127).to(torch.uint8)}
-    nope_dims = layout.field("nope").size
-    nope, rope = y[:, :nope_dims], y[:, nope_dims:]
-    e = _group_scale_exponent(nope, FLASHMLA_GROUP, E4M3_MAX)
-    q = nope / pow2(e).repeat_interleave(FLASHMLA_GROUP, dim=-1)
-    return {"nope": e4m3_encode(q), "rope": _bytes(rope.to(torch.bfloat16)), "scales": (e + 127).to(torch.uint8)}
+    return {part.field: _bytes(y.to(torch.bfloat16))}
+
+
+def _encode_e4m3_token_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    import torch
+
+    amax = y.abs().amax(dim=-1, keepdim=True)
+    scale = torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
+    # Codes of y * RN(1 / scale), as the kernel computes them (one multiply per value, not a
+    # divide). The float64 quotient rounded to float32 is RN(1 / scale): 53 >= 2 * 24 + 2 bits,
+    # so rounding twice cannot differ from rounding once.
+    inv_scale = (1.0 / scale.double()).float()
+    return {part.field: e4m3_encode(y * inv_scale), part.scale_field: _bytes(scale)}
+
+
+def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """UE8M0 exponent per group, then codes of y / 2^e (exact: a power of two)."""
+    import torch
+
+    e = _group_scale_exponent(y, part.group, QMAX[part.encoding])
+    q = y / pow2(e).repeat_interleave(part.group, dim=-1)
+    if part.encoding == "e4m3":
+        codes = e4m3_encode(q)
+    else:
+        nibbles = e2m1_encode(q)
+        codes = nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
+    return {part.field: codes, part.scale_field: (e + 127).to(torch.uint8)}
+
+
+_ENCODERS: dict[tuple[str, str], Callable[[Part, torch.Tensor], dict[str, torch.Tensor]]] = {
+    ("bf16", "none"): _encode_plain_bf16,
+    ("e4m3", "fp32"): _encode_e4m3_token_scale,
+    ("e4m3", "ue8m0"): _encode_pow2_groups,
+    ("e2m1x2", "ue8m0"): _encode_pow2_groups,
+}
 
 
 def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -169,17 +189,34 @@ def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor)
 def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Tensor:
     import torch
 
-    def bf16(raw: torch.Tensor) -> torch.Tensor:
-        return raw.contiguous().view(torch.bfloat16).to(torch.float32)
+    segments = sorted(layout.segments, key=lambda seg: seg.begin)
+    return torch.cat([_DECODERS[seg.part.rule](seg.part, fields) for seg in segments], dim=-1)
 
-    if layout.store == "bf16":
-        return bf16(fields["values"])
-    if layout.store == "fp8_e4m3":
-        scale = fields["scale"].contiguous().view(torch.float32)
-        return e4m3_decode(fields["values"]) * scale
-    if layout.store == "fp4_e2m1":
-        codes = unpack_nibbles(fields["values"])
-        scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FP4_GROUP, dim=-1)
-        return e2m1_decode(codes) * scale
-    scale = pow2(fields["scales"].to(torch.int32) - 127).repeat_interleave(FLASHMLA_GROUP, dim=-1)
-    return torch.cat([e4m3_decode(fields["nope"]) * scale, bf16(fields["rope"])], dim=-1)
+
+def _decode_plain_bf16(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    return fields[part.field].contiguous().view(torch.bfloat16).to(torch.float32)
+
+
+def _decode_e4m3_token_scale(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    return e4m3_decode(fields[part.field]) * fields[part.scale_field].contiguous().view(torch.float32)
+
+
+def _decode_pow2_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    scale = pow2(fields[part.scale_field].to(torch.int32) - 127).repeat_interleave(part.group, dim=-1)
+    codes = fields[part.field]
+    values = e4m3_decode(codes) if part.encoding == "e4m3" else e2m1_decode(unpack_nibbles(codes))
+    return values * scale
+
+
+_DECODERS: dict[tuple[str, str], Callable[[Part, dict[str, torch.Tensor]], torch.Tensor]] = {
+    ("bf16", "none"): _decode_plain_bf16,
+    ("e4m3", "fp32"): _decode_e4m3_token_scale,
+    ("e4m3", "ue8m0"): _decode_pow2_groups,
+    ("e2m1x2", "ue8m0"): _decode_pow2_groups,
+}

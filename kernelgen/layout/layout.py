@@ -4,12 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..spec.formats import Part, StoreFormat, format_of, part_dims
 from ..spec.variant import Variant
 
 Encoding = Literal["bf16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
-
-FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
-FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
 
 
 @dataclass(frozen=True)
@@ -28,6 +26,19 @@ class Field:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """A part of the store format placed on a row: dims [begin, end) of the stored row."""
+
+    part: Part
+    begin: int
+    end: int
+
+    @property
+    def dims(self) -> int:
+        return self.end - self.begin
+
+
+@dataclass(frozen=True)
 class Layout:
     variant_name: str
     store: str
@@ -36,6 +47,7 @@ class Layout:
     bytes_per_token: int
     page_bytes: int
     fields: tuple[Field, ...]
+    segments: tuple[Segment, ...] = ()  # how the row's dims map onto the value fields (codec and oracle)
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -95,37 +107,51 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+@dataclass(frozen=True)
+class _Sized:
+    name: str
+    encoding: Encoding
+    size: int
+    what: str
+
+
+def _sized_fields(v: Variant, fmt: StoreFormat) -> list[_Sized]:
+    """The format's fields for v with their sizes: every part's values, then every part's scales."""
+    values, scales = [], []
+    for part in fmt.parts:
+        begin, end = part_dims(part, v)
+        what = part.what.format(begin=begin, last=end - 1)
+        values.append(_Sized(part.field, part.encoding, part.value_bytes(end - begin), what))
+        if part.scale != "none":
+            encoding: Encoding = "fp32" if part.scale == "fp32" else "ue8m0"
+            scales.append(_Sized(part.scale_field, encoding, part.scale_bytes(end - begin),
+                                 part.scale_what.format(group=part.group)))
+    return values + scales
+
+
 def layout_of(v: Variant) -> Layout:
-    d, p = v.head_dim, v.page_size
-    if v.store == "bf16":
-        fields = (Field("values", "bf16", 0, 2 * d, 2 * d, "bf16 values"),)
-        return Layout(v.name, v.store, d, p, 2 * d, 2 * d * p, fields)
-    if v.store == "fp8_e4m3":
-        fields = (
-            Field("values", "e4m3", 0, d, d, "e4m3 codes"),
-            Field("scale", "fp32", d * p, 4, 4, "fp32 scale (amax/448)"),
-        )
-        return Layout(v.name, v.store, d, p, d + 4, (d + 4) * p, fields)
-    if v.store == "fp4_e2m1":
-        groups = max(d // FP4_GROUP, 1)
-        fields = (
-            Field("values", "e2m1x2", 0, d // 2, d // 2, "e2m1 pairs (low nibble = even dim)"),
-            Field("scales", "ue8m0", d // 2 * p, groups, groups, f"UE8M0 scales, one per {FP4_GROUP} dims"),
-        )
-        return Layout(v.name, v.store, d, p, d // 2 + groups, (d // 2 + groups) * p, fields)
-    return _flashmla_layout(v)
-
-
-def _flashmla_layout(v: Variant) -> Layout:
-    d, r, p = v.head_dim, v.rope_dim, v.page_size
-    nope = d - r
-    slot = nope + 2 * r  # e4m3 nope codes, then the roped dims as bf16
-    groups = max(nope // FLASHMLA_GROUP, 1)
-    scale_stride = _round_up(groups, 8)
-    fields = (
-        Field("nope", "e4m3", 0, slot, nope, f"e4m3 codes of dims 0..{nope - 1}"),
-        Field("rope", "bf16", nope, slot, 2 * r, f"bf16 roped dims {nope}..{d - 1}"),
-        Field("scales", "ue8m0", slot * p, scale_stride, groups, f"UE8M0 scales, one per {FLASHMLA_GROUP} nope dims"),
-    )
-    bytes_per_token = slot + scale_stride
-    return Layout(v.name, v.store, d, p, bytes_per_token, _round_up(bytes_per_token * p, slot), fields)
+    """Place the format's fields in a page by its arrangement: regions one after another, each a
+    record per token of its fields back to back."""
+    fmt, p = format_of(v), v.page_size
+    sized = {f.name: f for f in _sized_fields(v, fmt)}
+    placed: dict[str, Field] = {}
+    cursor, bytes_per_token, records = 0, 0, []
+    for region in fmt.arrangement.regions:
+        members = [sized[name] for name in region.fields if name in sized]
+        record = _round_up(sum(f.size for f in members), region.align)
+        inner = 0
+        for f in members:
+            placed[f.name] = Field(f.name, f.encoding, cursor + inner, record, f.size, f.what)
+            inner += f.size
+        records.append(record)
+        cursor += record * p
+        bytes_per_token += record
+    unplaced = set(sized) - set(placed)
+    if unplaced:
+        raise ValueError(f"store format {fmt.name}: fields {sorted(unplaced)} are in no region of its arrangement")
+    page_bytes = cursor
+    if fmt.arrangement.page_multiple_of >= 0:
+        page_bytes = _round_up(cursor, records[fmt.arrangement.page_multiple_of])
+    fields = tuple(placed[f.name] for f in sized.values())
+    segments = tuple(Segment(part, *part_dims(part, v)) for part in fmt.parts)
+    return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 # Only byte positions come from the library: the arithmetic below is written from the math and
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
-from ..layout.layout import FLASHMLA_GROUP, FP4_GROUP, Layout, layout_of
+from ..layout.layout import Layout, layout_of
 from ..layout.pages import read_fields, written_mask
+from ..spec.formats import Part
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ SAFETY = 2.0  # margin on the first-order bound: dropped O((dU)^2) terms and flo
 AMAX_FLOOR = 1e-4
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
+QMAX = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}  # by element encoding
 
 
 @dataclass(frozen=True)
@@ -367,24 +369,24 @@ def _scale_span(amax: _Span, qmax: float) -> _Span:
                  amax.hi.clamp_min(AMAX_FLOOR) / qmax * (1 + slack))
 
 
-def _check_fp8_e4m3(values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+def _check_fp8_e4m3(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
     import torch
 
     scale = _scale_span(_group_amax(values, values.mid.shape[1]), E4M3_MAX)  # [N, 1]
-    got = _decode_fp32(raw["scale"])
+    got = _decode_fp32(raw[part.scale_field])
     ok = (got >= scale.lo) & (got <= scale.hi)
     exact = got == scale.mid.to(torch.float32).to(torch.float64)
-    scale_check = _count("scale", ok, (~exact).to(torch.int64))  # inside the tolerance counts as near
+    scale_check = _count(part.scale_field, ok, (~exact).to(torch.int64))  # inside the tolerance counts as near
     quotients = [a / b for a in (values.lo, values.hi) for b in (scale.lo, scale.hi)]
     q_lo, q_hi = torch.stack(quotients).amin(0), torch.stack(quotients).amax(0)
     slack = SAFETY * 2 * U  # the kernel's v * RN(1 / scale): two roundings
     q = _Span(values.mid / scale.mid, q_lo - slack * q_lo.abs(), q_hi + slack * q_hi.abs())
-    codes = _verdict("values", _decode_e4m3(raw["values"]), q, E4M3)
+    codes = _verdict(part.field, _decode_e4m3(raw[part.field]), q, E4M3)
     tol = float(torch.maximum(scale.hi - scale.mid, scale.mid - scale.lo).div(scale.mid).max()) if got.numel() else 0.0
     return [codes, scale_check], tol
 
 
-def _check_pow2_group(name: str, values: _Span, codes: torch.Tensor, scales: torch.Tensor, group: int,
+def _check_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Tensor, scales: torch.Tensor, group: int,
                       g: Grid, qmax: float) -> list[FieldCheck]:
     """UE8M0 exponent = ceil(log2(max(amax, 1e-4) / qmax)), then codes of y / 2^e on grid g."""
     import torch
@@ -393,7 +395,7 @@ def _check_pow2_group(name: str, values: _Span, codes: torch.Tensor, scales: tor
     want = _Span(ceil_log2(t.mid), ceil_log2(t.lo), ceil_log2(t.hi))
     got = scales.to(torch.int64)[:, :want.mid.shape[1]] - 127
     ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
-    scale_check = _count("scales", ok, (got - want.mid).abs())
+    scale_check = _count(scale_name, ok, (got - want.mid).abs())
     # The kernel's codes follow its own exponent; where that exponent is accepted, judge codes by it.
     e = torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1)
     step = _pow2(e)
@@ -403,20 +405,38 @@ def _check_pow2_group(name: str, values: _Span, codes: torch.Tensor, scales: tor
 
 
 def _check_fields(layout: Layout, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
-    if layout.store == "bf16":
-        return [_verdict("values", _decode_bf16(raw["values"]), values, BF16)], 0.0
-    if layout.store == "fp8_e4m3":
-        return _check_fp8_e4m3(values, raw)
-    if layout.store == "fp4_e2m1":
-        group = min(FP4_GROUP, layout.head_dim)
-        return _check_pow2_group("values", values, _decode_e2m1(raw["values"]), raw["scales"], group, E2M1,
-                                 E2M1_MAX), 0.0
-    nope = layout.field("nope").size
-    group = min(FLASHMLA_GROUP, nope)
-    checks = _check_pow2_group("nope", values.cols(slice(0, nope)), _decode_e4m3(raw["nope"]), raw["scales"], group,
-                               E4M3, E4M3_MAX)
-    rope = _verdict("rope", _decode_bf16(raw["rope"]), values.cols(slice(nope, None)), BF16)
-    return checks + [rope], 0.0
+    """Each part of the format judged by its rule; the largest relative fp32-scale tolerance applied."""
+    checks: list[FieldCheck] = []
+    tol = 0.0
+    for seg in layout.segments:
+        part_checks, part_tol = _CHECKERS[seg.part.rule](seg.part, values.cols(slice(seg.begin, seg.end)), raw)
+        checks += part_checks
+        tol = max(tol, part_tol)
+    return checks, tol
+
+
+def _check_plain_bf16(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    return [_verdict(part.field, _decode_bf16(raw[part.field]), values, BF16)], 0.0
+
+
+def _check_e4m3_token_scale(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    return _check_fp8_e4m3(part, values, raw)
+
+
+def _check_pow2_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    codes = _decode_e4m3(raw[part.field]) if part.encoding == "e4m3" else _decode_e2m1(raw[part.field])
+    grid = E4M3 if part.encoding == "e4m3" else E2M1
+    group = min(part.group, values.mid.shape[1])
+    return _check_pow2_group(part.field, part.scale_field, values, codes, raw[part.scale_field], group, grid,
+                             QMAX[part.encoding]), 0.0
+
+
+_CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
+    ("bf16", "none"): _check_plain_bf16,
+    ("e4m3", "fp32"): _check_e4m3_token_scale,
+    ("e4m3", "ue8m0"): _check_pow2_groups,
+    ("e2m1x2", "ue8m0"): _check_pow2_groups,
+}
 
 
 def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, num_slots: int,

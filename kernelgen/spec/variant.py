@@ -6,6 +6,8 @@ import struct
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal, get_args
 
+from .formats import FORMATS
+
 NormKind = Literal["rms", "layer", "none"]
 RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
@@ -120,7 +122,6 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
 LAUNCH_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Launch))
 LAUNCH_FLAGS: tuple[str, ...] = ("prefetch", "pdl", "loop")  # the boolean launch options
 
-_STORE_SHORT = {"fp8_e4m3": "fp8", "bf16": "bf16", "fp4_e2m1": "fp4", "fp8_flashmla": "fp8mla"}
 _STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}
 _NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm"}
 
@@ -128,7 +129,7 @@ _NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm"}
 def short_name(axis: str, value: object) -> str:
     """The readable fragment an axis value contributes to a generated variant name."""
     if axis == "store":
-        return _STORE_SHORT[str(value)]
+        return FORMATS[str(value)].short
     if axis == "page_size":
         return f"p{value}"
     if axis == "head_dim":

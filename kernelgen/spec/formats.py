@@ -1,0 +1,187 @@
+"""The store-format table: one declarative entry per cache format of the spec language.
+
+An entry says what a token's row becomes (its parts: which dims, which element encoding, which
+scale), where a page puts each field (its arrangement), the device code's enum and the guards that
+only this format needs. Every stage reads formats from here: the layout arithmetic
+(layout/layout.py), the PyTorch codec and the float64 oracle (by the quantization rule of each
+part, so two formats that share a rule share its code), the renderer, the launch defaults and the
+guard table. Adding a format is an entry here plus, where it brings a new rule, that rule's device
+code and its codec and oracle functions; a pure test holds the table to the `StoreKind` literal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Literal
+
+if TYPE_CHECKING:  # variant.py reads the table's short names: the types only, to keep one import direction
+    from .variant import StoreKind, Variant
+
+Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
+ValueEncoding = Literal["bf16", "e4m3", "e2m1x2"]
+ScaleKind = Literal["none", "fp32", "ue8m0"]
+
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}
+VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
+
+
+@dataclass(frozen=True)
+class Part:
+    """Dims of a row stored in one element encoding, with the scale that quantizes them.
+
+    scale "fp32": one float32 scale max(amax, 1e-4) / qmax per token, codes of y * RN(1 / scale).
+    scale "ue8m0": one power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)) per `group` dims,
+    stored as the byte e + 127, codes of y / 2^e. The rule of a part is (encoding, scale): the codec
+    and the oracle implement each rule once."""
+
+    field: str
+    dims: Dims
+    encoding: ValueEncoding
+    what: str  # the field's description; {begin} and {last} are its first and last dim
+    scale: ScaleKind = "none"
+    group: int = 0  # dims per scale ("ue8m0"); 0 for one scale per token
+    scale_field: str = ""
+    scale_what: str = ""  # {group} is the group size
+
+    @property
+    def rule(self) -> tuple[str, str]:
+        return self.encoding, self.scale
+
+    def value_bytes(self, dims: int) -> int:
+        return dims * VALUE_BYTES_X2[self.encoding] // 2
+
+    def scale_count(self, dims: int) -> int:
+        return 1 if self.scale == "fp32" else max(dims // self.group, 1)
+
+    def scale_bytes(self, dims: int) -> int:
+        return {"none": 0, "fp32": 4, "ue8m0": 1}[self.scale] * self.scale_count(dims)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A run of a page holding, for each of the page's tokens in order, one record of these fields
+    (back to back, in this order), padded to a multiple of `align` bytes."""
+
+    fields: tuple[str, ...]
+    align: int = 1
+
+
+@dataclass(frozen=True)
+class Arrangement:
+    """Where a page puts each field: its regions one after the other (so all tokens' values, then
+    all tokens' scales, as the DeepSeek layouts do; or one region: one record per token)."""
+
+    name: str
+    regions: tuple[Region, ...]
+    page_multiple_of: int = -1  # >= 0: page bytes round up to a multiple of that region's record
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One unsupported combination: a predicate, the same condition over the generated Cfg constants,
+    and one message (identical in the Python precheck and the static_assert). The guard table
+    (codegen/guards.py) holds the common guards and appends each format's own."""
+
+    id: str
+    holds: Callable[[Variant], bool]  # evaluated on a variant whose launch is resolved
+    cpp: str
+    message: str
+    launch: bool = False  # constrains the launch configuration (a tuning-space rule), not the variant
+    axes: tuple[str, ...] = ()  # the spec keys it reads, most likely culprit first
+
+
+@dataclass(frozen=True)
+class StoreFormat:
+    name: StoreKind
+    short: str  # its fragment of generated variant names
+    enum: str  # kernelgen::Store::<enum> in the device code
+    parts: tuple[Part, ...]
+    arrangement: Arrangement
+    per_token_doc: str  # docs/layouts.md's summary table
+    page_doc: str
+    guards: tuple[Guard, ...] = ()
+
+    @property
+    def cpp_enum(self) -> str:
+        return f"kernelgen::Store::{self.enum}"
+
+    @property
+    def quantized(self) -> bool:
+        return any(p.scale != "none" for p in self.parts)
+
+    @property
+    def load_group(self) -> int:
+        """Dims a scale group spans that one load step must hold (1: no grouped scale)."""
+        return max([p.group for p in self.parts if p.scale == "ue8m0"], default=1)
+
+
+def _not(fmt: str) -> str:
+    return f"kStore != kernelgen::Store::{fmt}"
+
+
+def group_span_guard(guard_id: str, name: str, enum: str, group: int) -> Guard:
+    """A grouped scale's dims must lie within one load step of the token's threads."""
+    return Guard(guard_id, lambda v: v.store != name or v.launch.threads_per_token * v.launch.vec >= group,
+                       f"{_not(enum)} || kThreadsPerToken * kVec >= {group}",
+                       f"{name} scales {group}-dim groups, which must lie within one load step: "
+                       f"make launch.threads_per_token x launch.vec at least {group}", launch=True)
+
+
+FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
+FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
+SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
+
+FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
+    StoreFormat("bf16", "bf16", "kBf16",
+                (Part("values", "all", "bf16", "bf16 values"),),
+                Arrangement("one record per token", (Region(("values",)),)),
+                "head_dim bf16 values (2 x head_dim B)", "page_size x 2 x head_dim"),
+    StoreFormat("fp8_e4m3", "fp8", "kFp8E4m3",
+                (Part("values", "all", "e4m3", "e4m3 codes", "fp32", 0, "scale", "fp32 scale (amax/448)"),),
+                SPLIT,
+                "head_dim e4m3 codes, then (after all the page's codes) one fp32 scale = max(amax, 1e-4) / 448",
+                "page_size x (head_dim + 4)"),
+    StoreFormat("fp4_e2m1", "fp4", "kFp4E2m1",
+                (Part("values", "all", "e2m1x2", "e2m1 pairs (low nibble = even dim)", "ue8m0", FP4_GROUP,
+                      "scales", "UE8M0 scales, one per {group} dims"),),
+                SPLIT,
+                f"head_dim / 2 bytes of e2m1 pairs (low nibble = even dim), then one UE8M0 scale per {FP4_GROUP} dims",
+                f"page_size x (head_dim / 2 + head_dim / {FP4_GROUP})",
+                guards=(group_span_guard("fp4_group_span", "fp4_e2m1", "kFp4E2m1", FP4_GROUP),)),
+    StoreFormat("fp8_flashmla", "fp8mla", "kFp8FlashMla",
+                (Part("nope", "nope", "e4m3", "e4m3 codes of dims {begin}..{last}", "ue8m0", FLASHMLA_GROUP,
+                      "scales", "UE8M0 scales, one per {group} nope dims"),
+                 Part("rope", "rope", "bf16", "bf16 roped dims {begin}..{last}")),
+                Arrangement("576-B slots, then scales", (Region(("nope", "rope")), Region(("scales",), align=8)),
+                            page_multiple_of=0),
+                "a 576-B slot: e4m3 codes of the 448 nope dims, then the 64 roped dims as bf16; then one UE8M0 "
+                f"scale per {FLASHMLA_GROUP} nope dims, padded to 8 B",
+                "page_size x 584 rounded up to a multiple of 576",
+                guards=(
+                    Guard("flashmla_shape",
+                                lambda v: v.store != "fp8_flashmla"
+                                or (v.head_dim, v.rope_dim, v.rope_place) == (512, 64, "tail"),
+                                f"{_not('kFp8FlashMla')} || (kHeadDim == 512 && kRopeDim == 64 && kRopeBegin == 448)",
+                                "fp8_flashmla is the main-KV layout of head_dim 512 with rope_dim 64 at the tail; "
+                                "use store fp8_e4m3 or bf16 for other shapes",
+                                axes=("store", "head_dim", "rope_dim", "rope_place")),
+                    Guard("flashmla_no_hadamard", lambda v: v.store != "fp8_flashmla" or not v.hadamard,
+                                f"{_not('kFp8FlashMla')} || !kHadamard",
+                                "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; "
+                                "turn hadamard off", axes=("hadamard", "store")),
+                    group_span_guard("flashmla_group_span", "fp8_flashmla", "kFp8FlashMla", FLASHMLA_GROUP),
+                )),
+)}
+
+
+def format_of(v: Variant) -> StoreFormat:
+    return FORMATS[v.store]
+
+
+def part_dims(part: Part, v: Variant) -> tuple[int, int]:
+    """[begin, end) of the row's dims that a part stores (the row after RoPE and Hadamard)."""
+    if part.dims == "all":
+        return 0, v.head_dim
+    nope = v.head_dim - v.rope_dim
+    return (0, nope) if part.dims == "nope" else (nope, v.head_dim)
