@@ -151,29 +151,3 @@ def test_docs_layouts_md_is_generated_from_the_layout_code() -> None:
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "layouts.md"
     assert doc.read_text() == layouts_markdown(shipped_variants()), "run python tools/gen_docs.py"
-
-
-def test_slot_roofline_copies_keep_the_layout_and_drop_only_the_math(monkeypatch: pytest.MonkeyPatch) -> None:
-    """tools/slot_roofline.py reads a layout's memory bound off store-only copies: each copy must write the
-    same bytes per token into the same pages as its variant, with norm, Hadamard and (where the layout
-    allows) RoPE gone, or its numbers say nothing about the variant's layout."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    from kernelgen.layout.layout import layout_of as layout
-    from kernelgen.spec.parse import load_spec
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    from slot_roofline import BASES, LAUNCHES, copies
-
-    for item in BASES:
-        spec, name = item.split(":")
-        base = load_spec(spec).variant(name)
-        made = copies(base, LAUNCHES)
-        stores = [v for kind, v in made if kind == "store"]
-        assert stores and len(stores) == sum(kind == "full" for kind, _ in made), f"{name}: a launch lost its copy"
-        for v in stores:
-            assert (v.norm, v.hadamard) == ("none", False), f"{v.name} still does math"
-            assert v.rope_dim == (base.rope_dim if base.store == "fp8_flashmla" else 0), f"{v.name}: rope_dim {v.rope_dim}"
-            same = replace(layout(base), variant_name=v.name)
-            assert layout(v) == same, f"{v.name}: its pages differ from {name}'s"

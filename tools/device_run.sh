@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Batched GPU work on a lent H200 machine: install the carried tvm-ffi wheel, run the phases named on
-# the command line, and pack everything they wrote into $OUT/results.tgz (the device returns at most
-# 8 files). Phases: test sanitize tune bench ncu host probe loop ab latency slots.
-# ncu takes NCU_VARIANTS, NCU_TOKENS and NCU_WORKLOAD (prefill or decode).
+# Regenerate the GPU evidence in tools/results/ on a GPU machine: run the phases named on the command
+# line, each writing its logs and JSON into one folder, RESULTS_DIR (default: a new temporary one).
+# Phases: test sanitize tune bench host ncu ab.  Files come back without the h200_ prefix of
+# tools/results/ (tools/results/README.md says which file each phase writes).
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
+# ncu takes NCU_VARIANTS, NCU_TOKENS and NCU_WORKLOAD (prefill or decode); tune, bench take SPECS.
+# On a machine whose results must travel as one archive (e.g. a lent one), set OUT: everything is
+# packed into $OUT/results.tgz after every phase; a wheel of tvm-ffi under .whl/, if any, is installed.
 set -uo pipefail
-export PYTHONUNBUFFERED=1 CUDA_HOME=/usr/local/cuda KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-export KERNELGEN_CACHE_DIR=$PWD/.kgcache
-RES=$(mktemp -d)
+export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} KERNELGEN_JOBS=${KERNELGEN_JOBS:-30}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} KERNELGEN_CACHE_DIR=${KERNELGEN_CACHE_DIR:-$PWD/.kgcache}
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+RES=${RESULTS_DIR:-$(mktemp -d)}
+mkdir -p "$RES"
+echo "results in $RES"
+pack() { [ -n "${OUT:-}" ] && tar -C "$RES" -czf "$OUT/results.tgz" .; true; }
 GPUS=$(python3 -c "import torch; print(','.join(str(i) for i in range(torch.cuda.device_count())))")
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee "$RES/gpu.txt"
 SPECS=${SPECS:-"dsv4_indexer dsv4_mainkv dsv32_indexer example"}
@@ -17,7 +25,7 @@ for phase in "$@"; do
   case $phase in
     test)
       python3 -m pytest -q -m gpu -rs ${PYTEST_ARGS:-} 2>&1 | tee "$RES/pytest_gpu.log" | tail -15
-      grep -q " failed" "$RES/pytest_gpu.log" && { echo "GPU tests failed: stopping"; tar -C "$RES" -czf "$OUT/results.tgz" .; break; } ;;
+      grep -q " failed" "$RES/pytest_gpu.log" && { echo "GPU tests failed: stopping"; pack; break; } ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --kernel-name kns=fused_norm_rope_store --error-exitcode 9 \
@@ -28,7 +36,7 @@ for phase in "$@"; do
       for spec in $SPECS; do
         python3 -m kernelgen tune "$spec" --gpus "$GPUS" --out cache ${TUNE_ARGS:-} > "$RES/tune_$spec.log" 2>&1
         grep -E "configurations timed|error" "$RES/tune_$spec.log" | tail -30
-        cp cache/*.json "$RES/"; tar -C "$RES" -czf "$OUT/results.tgz" .  # a run cut short keeps the specs done
+        cp cache/*.json "$RES/"; pack  # a run cut short keeps the specs done
       done ;;
     bench)
       for spec in ${BENCH_SPECS:-$SPECS}; do
@@ -52,21 +60,13 @@ for phase in "$@"; do
           python3 tools/ncu_probe.py "$spec" "${NCU_TOKENS:-262144}" "$v" ${NCU_WORKLOAD:-prefill} > "$RES/ncu_$v${NCU_WORKLOAD:+_$NCU_WORKLOAD}.log" 2>&1
         grep -E "config|Throughput|Occupancy|Stall|Registers|Warp Cycles|Issued|Eligible|No Eligible|dram__bytes|lts__t_sectors" "$RES/ncu_$v${NCU_WORKLOAD:+_$NCU_WORKLOAD}.log" | head -44
       done ;;
-    probe)
-      python3 tools/chain_probe.py --json "$RES/chain_probe.json" 2>&1 | tee "$RES/chain_probe.log" | tail -70 ;;
-    loop)
-      python3 tools/loop_probe.py --json "$RES/loop_probe.json" 2>&1 | tee "$RES/loop_probe.log" | tail -70 ;;
     host)
       python3 -c "import torch, tvm_ffi; print('torch', torch.__version__, 'tvm-ffi', tvm_ffi.__version__, 'DLPack C exchange API:',
         any(hasattr(torch.Tensor, a) for a in ('__dlpack_c_exchange_api__', '__c_dlpack_exchange_api__')))" | tee "$RES/host_profile.log"
       python3 tools/host_profile.py 2>&1 | tee -a "$RES/host_profile.log" ;;
-    latency)
-      nvcc -O3 -arch=sm_90a -std=c++17 tools/latency_probe.cu -o /tmp/latency_probe && /tmp/latency_probe | tee "$RES/latency_probe.log" ;;
-    slots)
-      python3 tools/slot_roofline.py --json "$RES/slot_roofline.json" 2>&1 | tee "$RES/slot_roofline.log" | tail -24 ;;
-    ab)  # ab_old/: the old tree, not git-ignored so that it travels (see tools/ab_kernels.py)
+    ab)  # ab_old/: the old tree (see tools/ab_kernels.py)
       python3 tools/ab_kernels.py ab_old ${AB_SETS:-dsv4_indexer:dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 dsv4_mainkv:dsv4_mainkv_fp8mla_p64,dsv4_mainkv_bf16_p64} \
         ${AB_ARGS:-} --json "$RES/ab_kernels.json" 2>&1 | tee "$RES/ab_kernels.log" | tail -32 ;;
   esac
-  tar -C "$RES" -czf "$OUT/results.tgz" .  # after every phase: a run cut short still returns what it did
+  pack  # after every phase: a run cut short still returns what it did
 done
