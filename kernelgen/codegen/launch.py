@@ -66,7 +66,7 @@ class Route:
 class LaunchPlan:
     """The launch configurations one build compiles and which token counts each one serves."""
 
-    configs: tuple[Launch, ...]  # resolved template instances (pdl is a route option, not an instance)
+    configs: tuple[Launch, ...]  # resolved template instances (Launch.instance; pdl is a route option)
     routes: tuple[Route, ...]  # increasing max_tokens; the last one has ALL_TOKENS
 
     def pick(self, num_tokens: int) -> tuple[Launch, bool]:
@@ -90,17 +90,13 @@ class LaunchPlan:
         return "; ".join(parts)
 
 
-def _instance(launch: Launch) -> Launch:
-    return replace(launch, pdl=False)
-
-
 def plan_routes(v: Variant, routes: list[tuple[int, Launch]], extra: tuple[Launch, ...] = ()) -> LaunchPlan:
     """A plan from (max_tokens, launch) pairs in increasing order; the last pair serves all larger
     counts. `extra` configurations are compiled too without a route (the tuner calls them by index)."""
     configs: list[Launch] = []
 
     def index(launch: Launch) -> int:
-        inst = _instance(resolve(v.with_launch(launch)).launch)
+        inst = resolve(v.with_launch(launch)).launch.instance
         if inst not in configs:
             configs.append(inst)
         return configs.index(inst)

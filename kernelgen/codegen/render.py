@@ -10,6 +10,7 @@ import jinja2
 from .. import __version__, resources
 from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
+from ..spec.launchparams import COMPILED
 from ..spec.variant import Launch, Variant
 from .checks import cpp_checks, cpp_dtype_names
 from .guards import GUARDS, precheck
@@ -110,9 +111,13 @@ def x_align(v: Variant, plan: LaunchPlan) -> int:
 
 
 def _config(index: int, c: Launch) -> dict[str, Any]:
-    return {"index": index, "summary": c.describe(), "threads_per_token": c.threads_per_token,
-            "tokens_per_block": c.tokens_per_block, "vec": c.vec, "prefetch": _cpp_bool(c.prefetch),
-            "loop": _cpp_bool(c.loop)}
+    """One configuration struct: a constexpr per compiled launch parameter (the launch table's COMPILED)."""
+    constants = [{"type": p.cpp_type, "name": p.cpp, "value": _cpp_value(getattr(c, p.name))} for p in COMPILED]
+    return {"index": index, "summary": c.describe(), "constants": constants}
+
+
+def _cpp_value(value: object) -> str:
+    return _cpp_bool(value) if isinstance(value, bool) else str(value)
 
 
 def _cpp_bool(flag: bool) -> str:

@@ -3,56 +3,66 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Literal, get_args
 
 from .formats import FORMATS
+from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
 
 NormKind = Literal["rms", "layer", "none"]
 RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
-StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla"]
+StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 TORCH_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-@dataclass(frozen=True)
-class Launch:
-    """One launch configuration: how threads map onto tokens, plus launch options.
-    0 means "derive a default from the variant". A variant's build may hold several."""
-
-    threads_per_token: int = 0
-    tokens_per_block: int = 0
-    vec: int = 0  # elements per vector load; each thread holds chunks * vec elements
-    prefetch: bool = False  # issue weight, bias and freqs loads at kernel entry, beside the row load
-    pdl: bool = False  # launch with programmatic dependent launch (overlaps the previous kernel's tail)
-    loop: bool = False  # one wave of blocks walks the tokens, the next token's loads issued before the current math
+class _LaunchMethods:
+    """What a launch configuration says of itself, read off the launch table (Launch below has its fields)."""
 
     def describe(self) -> str:
-        flags = "".join(f" {name}" for name in ("prefetch", "loop", "pdl") if getattr(self, name))
-        return f"threads_per_token={self.threads_per_token} tokens_per_block={self.tokens_per_block} vec={self.vec}{flags}"
+        numbers = " ".join(f"{p.name}={getattr(self, p.name)}" for p in ID_NUMBERS)
+        return numbers + "".join(f" {p.name}" for p in ID_FLAGS if getattr(self, p.name))
 
     @property
     def id(self) -> str:
         """A short stable name, e.g. 't8.b8.v8' or 't32.b2.v4.pf.pdl' (tuning records use it as a key)."""
-        return (f"t{self.threads_per_token}.b{self.tokens_per_block}.v{self.vec}" + (".pf" if self.prefetch else "")
-                + (".lp" if self.loop else "") + (".pdl" if self.pdl else ""))
+        return (".".join(f"{p.token}{getattr(self, p.name)}" for p in ID_NUMBERS)
+                + "".join(f".{p.token}" for p in ID_FLAGS if getattr(self, p.name)))
+
+    @property
+    def instance(self) -> Launch:
+        """The compiled template instance this launch runs: every launch option (PDL) reset. The host sets
+        launch options per launch, so launches that differ only in them are one compiled configuration."""
+        return replace(self, **{p.name: p.default for p in OPTIONS})
 
     @classmethod
     def from_id(cls, text: str) -> Launch:
         parts = text.split(".")
-        try:
-            t, b, v = (int(part[1:]) for part in parts[:3])
-        except ValueError:
-            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.lp][.pdl]") from None
-        flags = set(parts[3:])
-        if [p[0] for p in parts[:3]] != ["t", "b", "v"] or not flags <= {"pf", "lp", "pdl"}:
-            raise ValueError(f"'{text}' is not a launch id like t8.b8.v8[.pf][.lp][.pdl]")
-        return cls(t, b, v, "pf" in flags, "pdl" in flags, "lp" in flags)
+        numbers = {p.name: _id_number(part, p.token) for p, part in zip(ID_NUMBERS, parts)}
+        flags, by_token = set(parts[len(ID_NUMBERS):]), {p.token: p.name for p in ID_FLAGS}
+        if len(numbers) < len(ID_NUMBERS) or None in numbers.values() or not flags <= set(by_token):
+            raise ValueError(f"'{text}' is not a launch id like {ID_EXAMPLE}")
+        return cls(**numbers, **{name: token in flags for token, name in by_token.items()})
+
+
+def _id_number(part: str, token: str) -> int | None:
+    """The number of one part of a launch id ('t8' with token 't': 8), None if it is not one."""
+    try:
+        return int(part[len(token):]) if part.startswith(token) else None
+    except ValueError:
+        return None
+
+
+_LAUNCH_DOC = """One launch configuration: how threads map onto tokens, plus launch options. An int left at 0
+means "derive a default from the variant" (codegen.launch.resolve). A variant's build may hold several.
+Its fields are the launch table's entries, in its order (spec/launchparams.py says what each one is)."""
+Launch = make_dataclass("Launch", [(p.name, p.kind, p.default) for p in LAUNCH_PARAMS], bases=(_LaunchMethods,),
+                        frozen=True, namespace={"__module__": __name__, "__doc__": _LAUNCH_DOC})
 
 
 @dataclass(frozen=True)
@@ -119,8 +129,8 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "page_size": (int, None),
     "round_through_bf16": (bool, None),
 }
-LAUNCH_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Launch))
-LAUNCH_FLAGS: tuple[str, ...] = ("prefetch", "pdl", "loop")  # the boolean launch options
+LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
+LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
 
 _STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}
 _NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm"}

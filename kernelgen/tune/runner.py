@@ -57,9 +57,9 @@ def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], 
         planned = plan_builds([v] * len(singles), toolchain, archs, singles)
         bad = {p.launch_plan.configs[0] for p in planned if not is_published(artifact_for(p, kernels_dir(cache_dir)))}
         for c in cands:
-            if replace(c, pdl=False) in bad:
+            if c.instance in bad:
                 failures[v.name][c.id] = "compile: nvcc failed for this configuration"
-        kept.append([c for c in cands if replace(c, pdl=False) not in bad])
+        kept.append([c for c in cands if c.instance not in bad])
     live = [(v, c) for v, c in zip(variants, kept) if c]
     if live:
         build([v for v, _ in live], toolchain, archs, cache_dir, jobs, launch_plans=[tuning_plan(v, c) for v, c in live])

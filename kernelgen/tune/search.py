@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from ..spec.launchparams import IN_TIE_ORDER
 from ..spec.variant import Launch
 
 # Powers of two up to 256 (decode steps), coarser above (prefill).
@@ -35,10 +36,13 @@ class Outcome:
     choice: list[tuple[int, str]] = field(default_factory=list)  # (max bucket, launch id), merged
 
 
+_TIE_SIGN = {"low": 1, "high": -1}
+
+
 def simplicity(launch: Launch, default: Launch) -> tuple[int, ...]:
-    """Order for ties: the default first, then no PDL, then no prefetch, then fewer threads per token."""
-    return (launch != default, launch.pdl, launch.prefetch, launch.threads_per_token, -launch.vec,
-            launch.tokens_per_block)
+    """Order for ties: the default first, then the launch table's tie order (no PDL, then no prefetch, then
+    fewer threads per token, wider loads, fewer tokens per block, no loop: spec/launchparams.py)."""
+    return (launch != default, *(_TIE_SIGN[p.prefer] * getattr(launch, p.name) for p in IN_TIE_ORDER))
 
 
 def choose(times: dict[str, float], default: Launch, previous: str | None, tie: float = TIE) -> str:

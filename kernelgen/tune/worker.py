@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +62,10 @@ class GpuTimer:
         self.l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
 
     def _index(self, launch: Launch) -> int:
-        return self.op.plan.configs.index(replace(launch, pdl=False))
+        return self.op.plan.configs.index(launch.instance)
 
     def _verify(self, launch: Launch) -> None:
-        key = (replace(launch, pdl=False), launch.pdl)
+        key = (launch.instance, launch.pdl)
         if key not in self.verified:
             idx = self._index(launch)
             problem = None

@@ -1,0 +1,120 @@
+"""The launch parameters as one table: every stage that names a launch parameter reads it from here.
+
+Launch's fields (spec/variant.py), its id and parser, the spec's `launch:` and `tune:` keys
+(spec/parse.py), the search space and its tie order (tune/space.py, tune/search.py) and the
+configuration struct of the generated code (codegen/render.py and the template) are all read off
+LAUNCH_PARAMS. Adding a parameter is one entry here plus the device code that reads its constant
+(templates/kernelgen/*.cuh); tests/test_launch_table.py holds every stage to the table.
+
+A parameter is either compiled code (a constant of the configuration struct: one template instance
+per value) or a launch option (PDL: set per launch on the host, so configurations that differ only
+in launch options are one compiled instance; see Launch.instance)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# The table is read by spec/variant.py, so it does not import Variant back: the candidate-value functions
+# take a Variant typed as VariantLike.
+VariantLike = Any
+
+
+@dataclass(frozen=True)
+class LaunchParam:
+    name: str  # the Launch field and the key of a spec's `launch:` table
+    kind: type  # int (0 = derived from the variant by codegen.launch.resolve) or bool (off by default)
+    doc: str
+    token: str  # its part of the launch id: an int as token + value ('t8'), a flag as '.' + token when on ('pf')
+    id_pos: int  # where its part sits in the id (the ints first, in this order; then the flags that are on)
+    compiled: bool  # True: a constant of the generated configuration struct; False: a launch option
+    cpp: str | None  # the constant it sets (compiled parameters only), e.g. kThreadsPerToken
+    tune: str  # its name in the tuning space and in a spec's `tune:` section
+    space_pos: int  # its place in the space's product (the order candidates are enumerated, and tune: keys)
+    values: Callable[[VariantLike], tuple[object, ...]]  # the space's default candidate values for a variant
+    tie_pos: int  # its place in search.simplicity's tie order (after "is the default"); lower breaks first
+    prefer: Literal["low", "high"]  # which end wins a tie (for a flag, "low" is off)
+    guards: tuple[str, ...] = ()  # ids of its validity rules in codegen/guards.py (launch guards)
+    # The space value -> this field, given every space value by tune name (default: the value itself).
+    from_space: Callable[[Mapping[str, object]], object] | None = None
+    limit: int = 4096  # the largest value a spec's `launch:` table may set (ints; the guards hold the real rules)
+
+    @property
+    def default(self) -> object:
+        return self.kind()
+
+    @property
+    def cpp_type(self) -> str:
+        return "bool" if self.kind is bool else "int"
+
+    def field_value(self, space_point: Mapping[str, object]) -> object:
+        """This field's value at a point of the tuning space (tune name -> value)."""
+        if self.from_space is not None:
+            return self.from_space(space_point)
+        return self.kind(space_point[self.tune])
+
+
+def _vec_values(v: VariantLike) -> tuple[object, ...]:
+    widest = 16 // v.elem_bytes
+    return tuple(x for x in (widest, widest // 2) if x >= 2)
+
+
+def _tokens_per_block(space_point: Mapping[str, object]) -> int:
+    return max(int(space_point["block_threads"]) // int(space_point["threads_per_token"]), 1)  # type: ignore[call-overload]
+
+
+# In Launch's field order: positional Launch(32, 2, 4, True, True) means prefetch and pdl on, and records
+# on disk hold ids built from token and id_pos, so neither may change for an existing parameter.
+LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
+    LaunchParam(
+        "threads_per_token", int,
+        "threads that share a token: lanes of one warp (1..32, a power of two), or two or four warps (64, 128: "
+        "fewer values per thread for a short small-batch chain, the sums crossing warps through shared memory)",
+        token="t", id_pos=0, compiled=True, cpp="kThreadsPerToken",
+        tune="threads_per_token", space_pos=0, values=lambda v: (1, 2, 4, 8, 16, 32, 64, 128),
+        tie_pos=2, prefer="low",
+        guards=("threads_per_token_pow2", "threads_tile_row", "values_per_thread", "block_shape",
+                "hadamard_exchange_fits", "neox_partner_in_one_warp")),
+    LaunchParam(
+        "tokens_per_block", int,
+        "tokens one block handles; the tuning space sets block_threads (threads per block) instead, and "
+        "tokens_per_block = block_threads / threads_per_token (at least 1)",
+        token="b", id_pos=1, compiled=True, cpp="kTokensPerBlock",
+        tune="block_threads", space_pos=2, values=lambda v: (64, 256), from_space=_tokens_per_block,
+        tie_pos=4, prefer="low", guards=("block_shape", "hadamard_exchange_fits")),
+    LaunchParam(
+        "vec", int,
+        "elements per vector load (16-byte and 8-byte loads by default); each thread holds chunks x vec elements",
+        token="v", id_pos=2, compiled=True, cpp="kVec",
+        tune="vec", space_pos=1, values=_vec_values,
+        tie_pos=3, prefer="high", guards=("vec_width", "threads_tile_row", "neox_partner_in_one_warp")),
+    LaunchParam(
+        "prefetch", bool,
+        "issue weight, bias and freqs loads at kernel entry, beside the row load (one memory round trip for "
+        "small N)",
+        token="pf", id_pos=3, compiled=True, cpp="kPrefetch",
+        tune="prefetch", space_pos=3, values=lambda v: (False, True), tie_pos=1, prefer="low"),
+    LaunchParam(
+        "pdl", bool,
+        "launch with programmatic dependent launch (overlaps the previous kernel's tail); a launch option, "
+        "so one compiled instance serves both",
+        token="pdl", id_pos=5, compiled=False, cpp=None,
+        tune="pdl", space_pos=4, values=lambda v: (False, True), tie_pos=0, prefer="low"),
+    LaunchParam(
+        "loop", bool,
+        "one wave of blocks walks the tokens, the next token's loads issued before the current math (off in "
+        "the default space until measured: a spec opts in with `tune: {loop: [false, true]}`)",
+        token="lp", id_pos=4, compiled=True, cpp="kLoop",
+        tune="loop", space_pos=5, values=lambda v: (False,), tie_pos=5, prefer="low"),
+)
+
+BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
+COMPILED: tuple[LaunchParam, ...] = tuple(p for p in LAUNCH_PARAMS if p.compiled)  # the configuration struct
+OPTIONS: tuple[LaunchParam, ...] = tuple(p for p in LAUNCH_PARAMS if not p.compiled)  # set per launch
+IN_ID_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.id_pos))
+IN_SPACE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.space_pos))
+IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.tie_pos))
+ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int)
+ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl]
+ID_EXAMPLE = ".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
