@@ -2,7 +2,7 @@
 
 Moving a module, renaming a function or reorganising the package must not change any key (a
 changed key silently rebuilds every user's cache). The keys below were last updated when
-the kernel went full-warp with NaN rows defined (tools/golden_keys.py prints new keys);
+the device code gained the NVFP4 and vLLM store formats (a new enum and branches: the header's text) (tools/golden_keys.py prints new keys);
 update them only in a commit that changes generated code or the key recipe on purpose, and say so
 in that commit."""
 from __future__ import annotations
@@ -18,32 +18,35 @@ pytestmark = pytest.mark.pure
 FIXED_TOOLCHAIN = Toolchain("nvcc", "/usr/local/cuda", "release 13.0", "c++ 12", "0.1.15", ("/i",), "/l")
 
 GOLDEN_KEYS = {
-    "dsv32_indexer_fp8_p64": "f5c0b1cb35f3accab6256a2d42d43612d87a9e6762559cb73bb6d161bdbbd7d9",
-    "dsv32_indexer_bf16_p64": "1c47ea19719b86d7eaeb6278e29ff7e7511f596fa585e8fd3864398598382b5e",
-    "dsv4_indexer_fp8_p1": "8d57349820555526c659bd0820ff9db8a8f2b1cedf41dae1c78ae04ce7852e5e",
-    "dsv4_indexer_fp8_p16": "1517214dac3871517cc723018fab6ecb16df4823630ca1bd064f839dca874c23",
-    "dsv4_indexer_fp8_p64": "80168981eb9e2895673acf07c7c90701072c5500e6a20baf06e6b080eb170e72",
-    "dsv4_indexer_fp8_p256": "7480da104646e7db10f5c9769147b11ec161f3ec83b92fb3428ab5377f8212ca",
-    "dsv4_indexer_bf16_p1": "96c14def89a69e39cafc3680e22c609cc67f3a03f4145063e7b0a7a56173a4c5",
-    "dsv4_indexer_bf16_p16": "6791824f682dc50cfc274e9a94a05c30d6e3721c18f800643c79976388477b73",
-    "dsv4_indexer_bf16_p64": "f19263ddb078128a1dd058f8810eb2433eec19207dd05c177a5f1809ab61aac1",
-    "dsv4_indexer_bf16_p256": "09863c282ec2c92d38b9e1a5f70e921222c31907bcfa5188686b119b0d6c25c1",
-    "dsv4_indexer_fp4_p1": "6c4f8b15a21448ff9b491951e46ccaa343265c0b59d9f73caae7d1830cc69048",
-    "dsv4_indexer_fp4_p16": "35b8aeba4f8801576e1544c3f637aa434c7045fc46101fa73fae7e5ee8d54c4e",
-    "dsv4_indexer_fp4_p64": "a2190c4787002f0991a0d59dd621417cb87ecfc93a095b0e06539ed0eab5b7fd",
-    "dsv4_indexer_fp4_p256": "6fa3e3713d65b135ed3af7572a4ac666287c1ab0ef1c67922bbbb145e136c235",
-    "dsv4_mainkv_fp8mla_p1": "7105fb09727e8babf4d4f2c8ed691811e1b5a4f2c76cfd5e39659b63010b7dbc",
-    "dsv4_mainkv_fp8mla_p64": "af880529acfac979509c7a019c2e811e7baabe646c2e838d9c762daf2921aed4",
-    "dsv4_mainkv_bf16_p1": "679cf1818203e4ed1e4ced0f075ea94305a88a66627ae2075705d3ab472a89f3",
-    "dsv4_mainkv_bf16_p64": "331c9d29a7ad6552d1ad712f7d4013e1cd12858c643699ab32fd4a00a509f525",
-    "dsv4_mainkv_fp8mla_bfround_p64": "3afad399e8f80eeb24606af06c759d250691002531dc4bed0bf59598e15af9e2",
-    "example_fp8_inbf16": "b48acf1dc4a1415d6e63dc5a466e6125fc205ca0fb2634a3229d7917923f47a1",
-    "example_fp8_infp32": "c5f2679381bae406ed5ac3bffff48043603ccdbf8bd385068a68eb26c8b6e893",
-    "example_fp4_inbf16": "d470398188c9dfa71305dcd5824d4c04dcd1b3a8f228508a4faa9a94e5d48d2b",
-    "example_fp4_infp32": "84d739f896f21811a7a814f71cdde2e428245845ace998e8dc0a1e0bd47c1ced",
-    "example_ln_neox_head": "b5ca2ca76e63758d3ad0269f0421d8dfe9bb4cba9e51a00d4e4565a5f67e41f9",
-    "example_d192_norope": "b3960b075bddf84c8a79939c57e8261b8c09a93f7efc8924e34bd62f188823fd",
-    "example_d1024_r128": "bd9a27eb1c9cdf9ff3f969340b5028bde2e82776bc864dcca8791684aec62e3f",
+    "dsv32_indexer_fp8_p64": "fd029d7e5de4ae79b32f89c8814506b6f0b20453b540302c0e097dfbe22c0001",
+    "dsv32_indexer_bf16_p64": "3fa3dc18a7601956ee0b20494bf7123b3e7bd29dbf77e3921a4238f916387c94",
+    "dsv4_indexer_fp8_p1": "d2a78ebef9f44cc4a7fad8d465fbc9ea76c4a276dfe70732b9deeb26e371a7ea",
+    "dsv4_indexer_fp8_p16": "abb2739040b826b15253b3f29d202e31c8bf051715baa8dfa6a86a3e33d0bc7a",
+    "dsv4_indexer_fp8_p64": "6377aca573a93aefb9f6c32c29842c1caf17ffccb4b00d91389fe8c46ea72c40",
+    "dsv4_indexer_fp8_p256": "b644737f90e25ef791a4ec16b6d703260f8cd531512f7c7bbb6a837446f69774",
+    "dsv4_indexer_bf16_p1": "8c2830d99404b9658d09b0d20f8ead6b0681cc964cc08a529c1a9e8141deb765",
+    "dsv4_indexer_bf16_p16": "19d5c68c50cc449667cb0e931044a1fb9b2be34a9568727fa423e13d819e5707",
+    "dsv4_indexer_bf16_p64": "65d07fa406730c4ffd3f2b327aa1add8d156094907c7b56587479099723fe1de",
+    "dsv4_indexer_bf16_p256": "9d3869f66b3bd6fa6e03dcf7eecce17a5db2cbd1886a025110632f4ad16f7d57",
+    "dsv4_indexer_fp4_p1": "fd28773ac5b6626999ba15416ca7c77e709c3be91f525bb345eed4f3db85f484",
+    "dsv4_indexer_fp4_p16": "59a73009a2f3f1c11b2e171d1fca20d48889b6b78cea313cfddb15b755921123",
+    "dsv4_indexer_fp4_p64": "2e5ed9ea3c9187d0d5b4aceb4aa81bbfd627145d55f0590a60127e84cb41bb51",
+    "dsv4_indexer_fp4_p256": "a492ef78334096d39bb23cd64b080fa919a1242113cdc600bd6c806c6f8636c2",
+    "dsv4_mainkv_fp8mla_p1": "f622cc239acbaba88c1db61b45374f240e073de51dcbea917620aa3d708dc8fa",
+    "dsv4_mainkv_fp8mla_p64": "9c79d8706380e0198de28f1db2db6d906cfded252b129be0c74ba58aba110fcc",
+    "dsv4_mainkv_bf16_p1": "ac18c87b0e78fa4b01f8a2a6f5b5f688ae30a8432d7b6fe57103ec0fca2d0a30",
+    "dsv4_mainkv_bf16_p64": "fc71e6506cc17a105ba12c0f7228e9edae7794417b153e8cc0b9f73b77bd8417",
+    "dsv4_mainkv_fp8mla_bfround_p64": "b8f91108b9a4945c69709b5a034de8785f18c8a509f61ac8534e1541927e5a30",
+    "dsv4_mainkv_nvfp4_p64": "817843572d024337c8c057a146060b8b73407eca7ef8a0ff1be3379370fd8a0d",
+    "example_fp8_inbf16": "f4ae167460cf04baa85403dbd6bc6b7ca7f55a57398aa7de29fab3aecac8a45d",
+    "example_fp8_infp32": "851dc10464cc76ae2a19b78b056b98ce8c0e82792be996114df05627425475e7",
+    "example_fp4_inbf16": "a800aa0ce51b0f2af62420456ed411eb7bb8622eb087c3bd08e0f5ae28c0dbb0",
+    "example_fp4_infp32": "2b2b8d82f7bb1c11151da0e7d33955b727bc9c0e79d67609e812e205a79fd10c",
+    "example_ln_neox_head": "e1d7853f67e6ca32eea8a1d64119fe25d1f72f131497bbdeee5017dfb68f3f2c",
+    "example_d192_norope": "43cff2d5c217b0e6ce99717365444136394afaa2328e33795a4cf5b472663ad7",
+    "example_d1024_r128": "5fd30c518525fb6327efe0d531ceb4202c5d5cbdf9ce11d450f62bbf9568037a",
+    "vllm_dsv32_indexer_fp8vllm_p64": "f85d1dc72d8318013cd582223eff3062b41da5f48b4281a3a20df51d5740c528",
+    "vllm_dsv32_indexer_fp8vllmue8m0_p64": "ef372e3ed7d41b358ac902332d5a9613f50feba7755028be60d28bfa33583b35",
 }
 
 

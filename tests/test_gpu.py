@@ -236,7 +236,8 @@ def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64",
-                                  "dsv32_indexer_bf16_p64"])
+                                  "dsv32_indexer_bf16_p64", "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64",
+                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64"])
 def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, name: str) -> None:
     from kernelgen.spec.parse import load_spec
     from kernelgen.tune.runner import built_artifact
@@ -251,7 +252,8 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
 
 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_indexer_bf16_p64",
-                                  "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64"])
+                                  "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64", "dsv4_mainkv_nvfp4_p64",
+                                  "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64"])
 def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: str) -> None:
     """NaN, inf and overflowing rows become canonical NaN rows, zero rows stay finite, exactly as the reference."""
     import torch

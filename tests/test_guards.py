@@ -37,6 +37,8 @@ VIOLATIONS: dict[str, Variant] = {
     "fp4_group_span": Variant("g_fp4_group_span", store="fp4_e2m1", launch=Launch(2, 0, 8)),
     "store_words": Variant("g_store_words", head_dim=64, store="fp4_e2m1", page_size=1),
     "flashmla_group_span": Variant("g_flashmla_group_span", head_dim=512, store="fp8_flashmla", launch=Launch(16, 0, 2)),
+    "nvfp4_dsv4_shape": Variant("g_nvfp4_dsv4_shape", head_dim=256, store="nvfp4_dsv4"),
+    "nvfp4_dsv4_no_hadamard": Variant("g_nvfp4_dsv4_no_hadamard", head_dim=512, store="nvfp4_dsv4", hadamard=True),
 }
 
 

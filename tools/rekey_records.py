@@ -86,6 +86,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("record_file", type=Path)
     ap.add_argument("--from", dest="rev", required=True, help="git revision whose templates the records were timed with")
+    ap.add_argument("--archive", type=Path, help="a `git archive REV kernelgen templates specs` tarball to read REV "
+                    "from (a machine without the repository's history)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--dry-run", action="store_true", help="report only; write nothing")
     args = ap.parse_args()
@@ -98,15 +100,17 @@ def main() -> int:
         print(f"rekey: {args.record_file} is not a tuning record file", file=sys.stderr)
         return 2
     gpu, by_key = found
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.rev], check=True, capture_output=True,
-                         text=True).stdout.strip()  # a fixed commit in the proof, not a moving name like HEAD
+    rev = args.rev if args.archive else subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", args.rev], check=True, capture_output=True,
+        text=True).stdout.strip()  # a fixed commit in the proof, not a moving name like HEAD
     arch, new_hash = arch_of(gpu), records.template_hash()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         old_tree = tmp / "old"
         old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "kernelgen", "templates", "specs"],
-                                 check=True, capture_output=True).stdout
+        archive = args.archive.read_bytes() if args.archive else subprocess.run(
+            ["git", "-C", str(REPO), "archive", rev, "kernelgen", "templates", "specs"], check=True,
+            capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         old_hash = records.template_hash(old_tree / "templates")
         if launch_code((old_tree / "templates" / HEADER).read_text()) != launch_code((include_dir() / HEADER).read_text()):

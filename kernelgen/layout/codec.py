@@ -156,6 +156,26 @@ def _encode_e4m3_token_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Ten
     return {part.field: e4m3_encode(y * inv_scale), part.scale_field: _bytes(scale)}
 
 
+def _token_scale(y: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.maximum(y.abs().amax(dim=-1, keepdim=True), _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
+
+
+def _encode_e4m3_divided(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """vLLM's indexer writer: codes of y / scale (correctly rounded float32 divides)."""
+    scale = _token_scale(y)
+    return {part.field: e4m3_encode(y / scale), part.scale_field: _bytes(scale)}
+
+
+def _encode_e4m3_pow2_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """vLLM's ue8m0 option: scale = exp2(ceil(log2(scale))) kept as fp32; y / scale is exact."""
+    import torch
+
+    scale = torch.exp2(torch.ceil(torch.log2(_token_scale(y))))
+    return {part.field: e4m3_encode(y / scale), part.scale_field: _bytes(scale)}
+
+
 def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """UE8M0 exponent per group, then codes of y / 2^e (exact: a power of two)."""
     import torch
@@ -170,11 +190,38 @@ def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part.field: codes, part.scale_field: (e + 127).to(torch.uint8)}
 
 
+def e2m1_encode_rne(q: torch.Tensor) -> torch.Tensor:
+    """Codes 0..15 rounded to nearest, ties to the even code, saturating at 6 (cvt.rn.satfinite.e2m1x2):
+    a tie at 0.75, 1.75 or 3.5 goes up, at 0.25, 1.25, 2.5 or 5 down. Sign in bit 3."""
+    import torch
+
+    a = q.abs()
+    mag = torch.zeros_like(q, dtype=torch.uint8)
+    for t, up in zip(E2M1_THRESHOLDS, (False, True, False, True, False, True, False)):
+        mag += ((a >= t) if up else (a > t)).to(torch.uint8)
+    return mag | (torch.signbit(q).to(torch.uint8) << 3)
+
+
+def _encode_e4m3_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """NVFP4: an e4m3 scale RN_sat(amax * RN(1/6)) per group, codes of y * RN(1 / scale) (0 for a zero scale)."""
+    import torch
+
+    amax = y.abs().reshape(y.shape[0], -1, part.group).amax(dim=-1)
+    scale_codes = e4m3_encode(amax * _f32(1.0 / E2M1_MAX, y))
+    scale = e4m3_decode(scale_codes)
+    inv = torch.where(scale == 0, torch.zeros_like(scale), (1.0 / scale.double()).float())
+    nibbles = e2m1_encode_rne(y * inv.repeat_interleave(part.group, dim=-1))
+    return {part.field: nibbles[:, 0::2] | (nibbles[:, 1::2] << 4), part.scale_field: scale_codes}
+
+
 _ENCODERS: dict[tuple[str, str], Callable[[Part, torch.Tensor], dict[str, torch.Tensor]]] = {
     ("bf16", "none"): _encode_plain_bf16,
     ("e4m3", "fp32"): _encode_e4m3_token_scale,
+    ("e4m3", "fp32_divided"): _encode_e4m3_divided,
+    ("e4m3", "fp32_pow2"): _encode_e4m3_pow2_scale,
     ("e4m3", "ue8m0"): _encode_pow2_groups,
     ("e2m1x2", "ue8m0"): _encode_pow2_groups,
+    ("e2m1x2", "e4m3"): _encode_e4m3_groups,
 }
 
 
@@ -214,9 +261,17 @@ def _decode_pow2_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Te
     return values * scale
 
 
+def _decode_e4m3_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    scale = e4m3_decode(fields[part.scale_field]).repeat_interleave(part.group, dim=-1)
+    return e2m1_decode(unpack_nibbles(fields[part.field])) * scale
+
+
 _DECODERS: dict[tuple[str, str], Callable[[Part, dict[str, torch.Tensor]], torch.Tensor]] = {
     ("bf16", "none"): _decode_plain_bf16,
     ("e4m3", "fp32"): _decode_e4m3_token_scale,
+    ("e4m3", "fp32_divided"): _decode_e4m3_token_scale,
+    ("e4m3", "fp32_pow2"): _decode_e4m3_token_scale,
     ("e4m3", "ue8m0"): _decode_pow2_groups,
     ("e2m1x2", "ue8m0"): _decode_pow2_groups,
+    ("e2m1x2", "e4m3"): _decode_e4m3_groups,
 }

@@ -21,6 +21,47 @@ Bytes marked padding are never written.
 e4m3 codes round to nearest even and saturate at 448. e2m1 codes take the larger magnitude when
 |q| is strictly above a threshold (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5), sign in bit 3. UE8M0 scale
 bytes hold e + 127 for the power-of-two scale 2^e = 2^ceil(log2(max(amax, 1e-4) / qmax)).
+
+Each format is one entry of `kernelgen/spec/formats.py`: its parts (which dims, which encoding, which
+scale) and its page arrangement (regions of per-token records, one after another). A row holding NaN
+or inf is stored as canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF,
+e2m1 0), in every format.
+
+### Formats written as another kernel writes them
+
+**`nvfp4_dsv4`: FlashInfer 0.7.2's DeepSeek-V4 NVFP4 record** (`flashinfer/data/csrc/cake_dsv4/sm_120a/
+cake_dsv4_nvfp4_rope_insert_kernel.cu` and its `_manifest.json`: 384 B/token, 352 data + 32 scale).
+Per page: page_size x 352 B (224 B of e2m1 pairs of dims 0..447, even dim in the low nibble, then
+the 64 roped dims as bf16), then page_size x 32 B (28 e4m3 scales, one per 16 nope dims, then 4
+bytes FlashInfer zeroes and kernelgen never writes). The row is rounded to bf16 first (FlashInfer
+quantizes its bf16 kv input); scale s = e4m3_rn_sat(amax x RN(1/6)); codes = e2m1 of v x RN(1/s)
+rounded to nearest even (a tie at 0.75, 1.75, 3.5 goes up; at 0.25, 1.25, 2.5, 5 down), saturating
+at 6, 0 where s = 0. FlashInfer takes both reciprocals with `rcp.approx.ftz`, which on the H200 equals
+the correctly rounded one for 6 and for every e4m3 value. Differences: FlashInfer's cos/sin table is
+`[max_pos, 32 cos | 32 sin]` (kernelgen's freqs are (cos, sin) pairs), its page stride may exceed
+page_size x 384 (kernelgen's pages are exactly that), and it does not define NaN rows.
+
+**`fp8_vllm`, `fp8_vllm_ue8m0`: vLLM's DeepSeek-V3.2 indexer K cache** (vLLM 0.33.0,
+`csrc/cache_kernels.cu` `indexer_k_quant_and_cache_kernel`, lines 637-705; read back by
+`cp_gather_indexer_k_quant_cache`, lines 707-775). vLLM allocates `uint8 [num_blocks, block_size,
+head_dim + 4]`; within a block all tokens' head_dim e4m3 codes come first (`dst_offset`, lines 687-688),
+then one fp32 scale per token (`dst_scale_idx`, lines 694-696): the page of `fp8_e4m3`, so one
+kernelgen page is one vLLM block. The rules: amax over the token's 128 values (one warp, lines
+667-679: the kernel assumes quant_block_size = head_dim = 128), scale = max(amax, 1e-4) / 448
+(line 681); with `ue8m0` scale = exp2f(ceilf(log2f(scale))) (lines 683-685; the file is built
+without fast math, and that expression equals the exact 2^ceil(log2(scale)) for every bf16 amax on
+the H200); codes = e4m3_rn_sat(k / scale), a true divide (`fp8::scaled_convert` ->
+`csrc/quantization/w8a8/fp8/nvidia/quant_utils.cuh` lines 230-243). vLLM's k is bf16 (LayerNorm in
+fp32 cast to bf16, neox RoPE on the first 64 dims, `vllm/model_executor/models/deepseek_v2.py`
+lines 789-839), so these variants round the row through bf16 before quantizing. vLLM 0.33.0 applies
+no Hadamard to the indexer keys; DeepSeek's reference code does, and `vllm_dsv32_indexer` follows
+DeepSeek (set `hadamard: false` for vLLM 0.33's keys). vLLM's `mxfp8` mode (sm_100 family) stores
+the scale's UE8M0 byte four times instead of the fp32 scale; it is not a kernelgen format yet.
+
+**vLLM's DeepSeek-V4 `mxfp4` indexer cache is not byte-identical to `fp4_e2m1`** though its page is
+the same (64 B of e2m1 pairs, low nibble first, then 4 UE8M0 bytes per token): vLLM rounds ties at
+0.75, 1.75 and 3.5 up where `fp4_e2m1` (the DeepSeek serving layout) rounds them down, and floors
+amax at 6 x 2^-126 instead of 1e-4. It would be a format of its own, not a duplicate.
 """
 
 FORMAT_ROWS = "\n".join(f"| `{f.name}` | {f.per_token_doc} | {f.page_doc} |" for f in FORMATS.values())

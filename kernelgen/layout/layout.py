@@ -123,7 +123,7 @@ def _sized_fields(v: Variant, fmt: StoreFormat) -> list[_Sized]:
         what = part.what.format(begin=begin, last=end - 1)
         values.append(_Sized(part.field, part.encoding, part.value_bytes(end - begin), what))
         if part.scale != "none":
-            encoding: Encoding = "fp32" if part.scale == "fp32" else "ue8m0"
+            encoding: Encoding = "fp32" if part.scale.startswith("fp32") else part.scale  # type: ignore[assignment]
             scales.append(_Sized(part.scale_field, encoding, part.scale_bytes(end - begin),
                                  part.scale_what.format(group=part.group)))
     return values + scales

@@ -40,6 +40,7 @@ class Grid:
 BF16 = Grid("bf16", 7, -126, math.inf, True)
 E4M3 = Grid("e4m3", 3, -6, E4M3_MAX, True)
 E2M1 = Grid("e2m1", 1, 0, E2M1_MAX, False)
+E2M1_RNE = Grid("e2m1", 1, 0, E2M1_MAX, True)  # NVFP4's cvt.rn.satfinite
 
 
 def _floor_log2(mag: torch.Tensor, min_exp: int) -> torch.Tensor:
@@ -431,11 +432,55 @@ def _check_pow2_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
                              QMAX[part.encoding]), 0.0
 
 
+def _check_e4m3_pow2_scale(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """vLLM's ue8m0 option: an fp32 scale 2^ceil(log2(max(amax, 1e-4) / 448)), codes of y / scale (exact).
+    log2f errs by up to 2 ulps, so a scale a few ulps above a power of two may keep that power."""
+    import torch
+
+    scale = _scale_span(_group_amax(values, values.mid.shape[1]), E4M3_MAX)
+    want = _Span(ceil_log2(scale.mid), ceil_log2(scale.lo * (1 - 8 * U)), ceil_log2(scale.hi))
+    got = _decode_fp32(raw[part.scale_field])
+    m, e = torch.frexp(got)
+    is_pow2 = (m == 0.5) & torch.isfinite(got)
+    got_e = e.to(torch.int64) - 1
+    ok = is_pow2 & (got_e >= want.lo) & (got_e <= want.hi)
+    scale_check = _count(part.scale_field, ok, (got_e - want.mid).abs())
+    step = _pow2(torch.where(ok, got_e, want.mid))
+    codes = _verdict(part.field, _decode_e4m3(raw[part.field]), _Span(values.mid / step, values.lo / step,
+                                                                        values.hi / step), E4M3)
+    return [codes, scale_check], 0.0
+
+
+def _check_e4m3_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """NVFP4: e4m3 scale = RN(amax * RN(1/6)) per group, then codes of y * RN(1 / scale) on the e2m1 grid."""
+    import torch
+
+    slack = SAFETY * 2 * U  # float32 products: amax * RN(1/6), y * RN(1/s)
+    sixth = float(torch.tensor(1.0 / E2M1_MAX, dtype=torch.float32))
+    amax = _group_amax(values, part.group)
+    want = _Span(amax.mid * sixth, amax.lo * sixth * (1 - slack), amax.hi * sixth * (1 + slack))
+    got = _decode_e4m3(raw[part.scale_field])[:, :want.mid.shape[1]]
+    s, lo, hi, mid = (rank(t, E4M3) for t in (got, round_to(want.lo, E4M3), round_to(want.hi, E4M3),
+                                                round_to(want.mid, E4M3)))
+    ok = (s >= lo) & (s <= hi)
+    scale_check = _count(part.scale_field, ok, (s - mid).abs())
+    # The kernel's codes follow its own scale; where that scale is accepted, judge codes by it.
+    scale = torch.where(ok, got, round_to(want.mid, E4M3))
+    inv = torch.where(scale == 0, torch.zeros_like(scale), 1.0 / scale).repeat_interleave(part.group, dim=-1)
+    q_lo, q_hi = values.lo * inv, values.hi * inv  # inv >= 0 keeps the order
+    q = _Span(values.mid * inv, q_lo - slack * q_lo.abs(), q_hi + slack * q_hi.abs())
+    codes = _verdict(part.field, _decode_e2m1(raw[part.field]), q, E2M1_RNE)
+    return [codes, scale_check], 0.0
+
+
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
     ("e4m3", "fp32"): _check_e4m3_token_scale,
+    ("e4m3", "fp32_divided"): _check_e4m3_token_scale,  # the window's slack covers a divide as a multiply
+    ("e4m3", "fp32_pow2"): _check_e4m3_pow2_scale,
     ("e4m3", "ue8m0"): _check_pow2_groups,
     ("e2m1x2", "ue8m0"): _check_pow2_groups,
+    ("e2m1x2", "e4m3"): _check_e4m3_groups,
 }
 
 

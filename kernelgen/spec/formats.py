@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # variant.py reads the table's short names: the types only, t
 
 Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
 ValueEncoding = Literal["bf16", "e4m3", "e2m1x2"]
-ScaleKind = Literal["none", "fp32", "ue8m0"]
+ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "ue8m0", "e4m3"]
 
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -31,9 +31,14 @@ class Part:
     """Dims of a row stored in one element encoding, with the scale that quantizes them.
 
     scale "fp32": one float32 scale max(amax, 1e-4) / qmax per token, codes of y * RN(1 / scale).
+    scale "fp32_divided" (vLLM's indexer cache): the same scale, codes of y / scale (a correctly
+    rounded divide); "fp32_pow2" (vLLM's ue8m0 option): that scale rounded up to a power of two as
+    exp2f(ceilf(log2f(scale))), codes of y / scale (exact).
     scale "ue8m0": one power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)) per `group` dims,
-    stored as the byte e + 127, codes of y / 2^e. The rule of a part is (encoding, scale): the codec
-    and the oracle implement each rule once."""
+    stored as the byte e + 127, codes of y / 2^e.
+    scale "e4m3" (NVFP4): one e4m3 scale s = RN_sat(amax * RN(1/6)) per `group` dims, codes of
+    y * RN(1 / s) (0 where s is 0) rounded to nearest even, saturating at 6.
+    The rule of a part is (encoding, scale): the codec and the oracle implement each rule once."""
 
     field: str
     dims: Dims
@@ -52,10 +57,11 @@ class Part:
         return dims * VALUE_BYTES_X2[self.encoding] // 2
 
     def scale_count(self, dims: int) -> int:
-        return 1 if self.scale == "fp32" else max(dims // self.group, 1)
+        return 1 if self.group == 0 else max(dims // self.group, 1)
 
     def scale_bytes(self, dims: int) -> int:
-        return {"none": 0, "fp32": 4, "ue8m0": 1}[self.scale] * self.scale_count(dims)
+        return {"none": 0, "fp32": 4, "fp32_divided": 4, "fp32_pow2": 4, "ue8m0": 1, "e4m3": 1}[self.scale] \
+            * self.scale_count(dims)
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ class StoreFormat:
     @property
     def load_group(self) -> int:
         """Dims a scale group spans that one load step must hold (1: no grouped scale)."""
-        return max([p.group for p in self.parts if p.scale == "ue8m0"], default=1)
+        return max([p.group for p in self.parts if p.scale in ("ue8m0", "e4m3")], default=1)
 
 
 def _not(fmt: str) -> str:
@@ -128,7 +134,23 @@ def group_span_guard(guard_id: str, name: str, enum: str, group: int) -> Guard:
                        f"make launch.threads_per_token x launch.vec at least {group}", launch=True)
 
 
+def dsv4_mainkv_guards(prefix: str, name: str, enum: str, group: int) -> tuple[Guard, ...]:
+    """A DeepSeek-V4 main-KV layout: head_dim 512 with the 64 roped dims kept apart at the tail. Its
+    group-span guard is only needed where values_per_thread does not imply it (groups above 16)."""
+    span = (group_span_guard(f"{prefix}_group_span", name, enum, group),) if group > 16 else ()
+    return (
+        Guard(f"{prefix}_shape", lambda v: v.store != name or (v.head_dim, v.rope_dim, v.rope_place) == (512, 64, "tail"),
+              f"{_not(enum)} || (kHeadDim == 512 && kRopeDim == 64 && kRopeBegin == 448)",
+              f"{name} is the main-KV layout of head_dim 512 with rope_dim 64 at the tail; "
+              "use store fp8_e4m3 or bf16 for other shapes", axes=("store", "head_dim", "rope_dim", "rope_place")),
+        Guard(f"{prefix}_no_hadamard", lambda v: v.store != name or not v.hadamard, f"{_not(enum)} || !kHadamard",
+              f"{name} keeps the roped dims in bf16, which a Hadamard over all dims would mix; turn hadamard off",
+              axes=("hadamard", "store")),
+    ) + span
+
+
 FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
+NVFP4_GROUP = 16  # dims per e4m3 scale on the NVFP4 paths
 FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
 SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
 
@@ -158,20 +180,29 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "a 576-B slot: e4m3 codes of the 448 nope dims, then the 64 roped dims as bf16; then one UE8M0 "
                 f"scale per {FLASHMLA_GROUP} nope dims, padded to 8 B",
                 "page_size x 584 rounded up to a multiple of 576",
-                guards=(
-                    Guard("flashmla_shape",
-                                lambda v: v.store != "fp8_flashmla"
-                                or (v.head_dim, v.rope_dim, v.rope_place) == (512, 64, "tail"),
-                                f"{_not('kFp8FlashMla')} || (kHeadDim == 512 && kRopeDim == 64 && kRopeBegin == 448)",
-                                "fp8_flashmla is the main-KV layout of head_dim 512 with rope_dim 64 at the tail; "
-                                "use store fp8_e4m3 or bf16 for other shapes",
-                                axes=("store", "head_dim", "rope_dim", "rope_place")),
-                    Guard("flashmla_no_hadamard", lambda v: v.store != "fp8_flashmla" or not v.hadamard,
-                                f"{_not('kFp8FlashMla')} || !kHadamard",
-                                "fp8_flashmla keeps the roped dims in bf16, which a Hadamard over all dims would mix; "
-                                "turn hadamard off", axes=("hadamard", "store")),
-                    group_span_guard("flashmla_group_span", "fp8_flashmla", "kFp8FlashMla", FLASHMLA_GROUP),
-                )),
+                guards=dsv4_mainkv_guards("flashmla", "fp8_flashmla", "kFp8FlashMla", FLASHMLA_GROUP)),
+    StoreFormat("fp8_vllm", "fp8vllm", "kFp8Vllm",
+                (Part("values", "all", "e4m3", "e4m3 codes of v / scale", "fp32_divided", 0, "scale",
+                      "fp32 scale (amax/448)"),),
+                SPLIT,
+                "as fp8_e4m3 (vLLM's [num_blocks, block_size, head_dim + 4] indexer cache); codes of v / scale",
+                "page_size x (head_dim + 4)"),
+    StoreFormat("fp8_vllm_ue8m0", "fp8vllmue8m0", "kFp8VllmUe8m0",
+                (Part("values", "all", "e4m3", "e4m3 codes of v / scale", "fp32_pow2", 0, "scale",
+                      "fp32 scale 2^ceil(log2(amax/448))"),),
+                SPLIT,
+                "as fp8_vllm with vLLM's ue8m0 option: the fp32 scale is exp2f(ceilf(log2f(amax/448)))",
+                "page_size x (head_dim + 4)"),
+    StoreFormat("nvfp4_dsv4", "nvfp4", "kNvfp4Dsv4",
+                (Part("nope", "nope", "e2m1x2", "e2m1 pairs of dims {begin}..{last} (low nibble = even dim)", "e4m3",
+                      NVFP4_GROUP, "scales", "e4m3 scales (amax/6), one per {group} nope dims"),
+                 Part("rope", "rope", "bf16", "bf16 roped dims {begin}..{last}")),
+                Arrangement("352-B records, then 32-B scale records",
+                            (Region(("nope", "rope")), Region(("scales",), align=32))),
+                "352 B: e2m1 pairs of the 448 nope dims (224 B), then the 64 roped dims as bf16 (128 B); then 32 B: "
+                f"one e4m3 scale per {NVFP4_GROUP} nope dims (28 B, 4 B never written)",
+                "page_size x 384 (FlashInfer's DeepSeek-V4 NVFP4 record)",
+                guards=dsv4_mainkv_guards("nvfp4_dsv4", "nvfp4_dsv4", "kNvfp4Dsv4", NVFP4_GROUP)),
 )}
 
 

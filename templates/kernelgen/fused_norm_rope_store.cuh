@@ -29,7 +29,10 @@
 namespace kernelgen {
 
 enum class Norm { kNone, kRms, kLayer };
-enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla };
+// The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
+enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4 };
+template <Store>
+inline constexpr bool kNoStoreCode = false;  // a format with no branch in store() fails to compile
 
 struct Params {
   const void* x;
@@ -464,7 +467,22 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_s
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
-// Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row.
+// vLLM's indexer writer (kFp8Vllm, kFp8VllmUe8m0): codes of v / scale, a correctly rounded divide as
+// vLLM's fp8::scaled_convert computes them.
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
+                                                   bool write) {
+  uint32_t words[(Cfg::kVec + 3) / 4] = {};
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2)
+    words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
+// Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row; vLLM's ue8m0 option rounds it up to a
+// power of two with exp2f(ceilf(log2f(scale))), the expression vLLM's kernel evaluates.
 template <class Cfg>
 __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
                                                     int off, bool write) {
@@ -473,11 +491,19 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
   amax = group_max_nonneg<Geometry<Cfg>::kWarpLanes>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
   amax = across_warps<Cfg, MaxNan>(r, kAmaxMax, amax);
-  const float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
-  const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
+  float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
+  if constexpr (Cfg::kStore == Store::kFp8VllmUe8m0) {
+    if (!nan_row) scale = exp2f(ceilf(log2f(scale)));  // a NaN row keeps the canonical NaN scale bytes
+  }
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-    store_e4m3(r, c, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    uint8_t* dst = page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c);
+    if constexpr (Cfg::kStore == Store::kFp8E4m3) {
+      store_e4m3(r, c, rcp_rn_in_range(scale), dst, nan_row, write);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or NaN)
+    } else {
+      store_e4m3_divided(r, c, scale, dst, nan_row, write);
+    }
+  }
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
@@ -525,6 +551,39 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&
   }
 }
 
+// NVFP4 (FlashInfer's DeepSeek-V4 record): nope dims as e2m1 with one e4m3 scale per 16 dims, roped dims as
+// bf16. Scale s = RN_sat(amax * RN(1/6)), codes of v * RN(1 / s) (0 for s = 0): FlashInfer takes both
+// reciprocals with rcp.approx.ftz, which equals RN for 6 and for every e4m3 value (a GPU test checks all 127).
+constexpr float kSixth = 0.16666667f;  // RN(1/6)
+template <class Cfg>
+__device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
+                                            int off, bool write) {
+  constexpr int kGroupLanes = 16 / Cfg::kVec;
+  constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+  static_assert(Cfg::kThreadsPerToken * Cfg::kVec >= 16, "a 16-dim group must lie within one load step (implied by "
+                "head_dim 512 and at most 64 values per thread)");
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);  // a NaN may win: the row's vote writes NaN bytes
+    const int dim = r.first(c);
+    if (dim < kNope) {
+      const uint32_t scale_code = e4m3x2(amax * kSixth, 0.f) & 0xFFu;
+      const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
+      const float inv = scale == 0.f ? 0.f : __frcp_rn(scale);
+      float q[Cfg::kVec];
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
+      uint32_t packed[1] = {nan_row ? 0u : e2m1_pack_rne(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
+      if (!write) continue;
+      store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
+      if ((r.lane & (kGroupLanes - 1)) == 0)
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 16] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
+    } else {
+      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
+    }
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool write) {
   if constexpr (Cfg::kRoundBf16) {
@@ -542,12 +601,17 @@ __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool 
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
       store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
-  } else if constexpr (Cfg::kStore == Store::kFp8E4m3) {
+  } else if constexpr (Cfg::kStore == Store::kFp8E4m3 || Cfg::kStore == Store::kFp8Vllm ||
+                       Cfg::kStore == Store::kFp8VllmUe8m0) {
     store_fp8_per_token(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
     store_fp4(r, chunk, nan_row, page, off, write);
-  } else {
+  } else if constexpr (Cfg::kStore == Store::kFp8FlashMla) {
     store_flashmla(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4) {
+    store_nvfp4(r, chunk, nan_row, page, off, write);
+  } else {
+    static_assert(kNoStoreCode<Cfg::kStore>, "this store format has no device code in store()");
   }
 }
 

@@ -398,4 +398,25 @@ __device__ __forceinline__ uint32_t e2m1_pack(const float (&q)[N]) {
   }
 }
 
+// NVFP4's e2m1 codes: round to nearest, ties to the even code, saturating at 6, as PTX's
+// cvt.rn.satfinite.e2m1x2.f32 (sm_100a/sm_120a only, so written out here for every arch): a tie at
+// 0.75, 1.75 or 3.5 rounds up (to 1, 2, 4), at 0.25, 1.25, 2.5 or 5 down. Seven compares; a NaN gives
+// 0 (no NaN reaches the codes: such a row is stored as a NaN row, codes 0 and scales 0x7F).
+template <int K>
+__device__ __forceinline__ uint32_t e2m1_nibble_rne(float q) {
+  const float a = fabsf(q);
+  const uint32_t index = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return (index << (4 * K)) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
+}
+
+template <int N, int K = 0>
+__device__ __forceinline__ uint32_t e2m1_pack_rne(const float (&q)[N]) {
+  static_assert(N <= 8, "at most 8 nibbles per word");
+  if constexpr (K == N) {
+    return 0u;
+  } else {
+    return e2m1_nibble_rne<K>(q[K]) | e2m1_pack_rne<N, K + 1>(q);
+  }
+}
+
 }  // namespace kernelgen
