@@ -107,6 +107,7 @@ class StoreFormat:
     per_token_doc: str  # docs/layouts.md's summary table
     page_doc: str
     guards: tuple[Guard, ...] = ()
+    aliases: tuple[str, ...] = ()  # other spellings, for the parser's "did you mean" (lower case, '_' for '-')
 
     @property
     def cpp_enum(self) -> str:
@@ -158,19 +159,21 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
     StoreFormat("bf16", "bf16", "kBf16",
                 (Part("values", "all", "bf16", "bf16 values"),),
                 Arrangement("one record per token", (Region(("values",)),)),
-                "head_dim bf16 values (2 x head_dim B)", "page_size x 2 x head_dim"),
+                "head_dim bf16 values (2 x head_dim B)", "page_size x 2 x head_dim", aliases=("bfloat16",)),
     StoreFormat("fp8_e4m3", "fp8", "kFp8E4m3",
                 (Part("values", "all", "e4m3", "e4m3 codes", "fp32", 0, "scale", "fp32 scale (amax/448)"),),
                 SPLIT,
                 "head_dim e4m3 codes, then (after all the page's codes) one fp32 scale = max(amax, 1e-4) / 448",
-                "page_size x (head_dim + 4)"),
+                "page_size x (head_dim + 4)",
+                aliases=("fp8", "e4m3", "fp8e4m3", "float8_e4m3fn", "float8_e4m3")),
     StoreFormat("fp4_e2m1", "fp4", "kFp4E2m1",
                 (Part("values", "all", "e2m1x2", "e2m1 pairs (low nibble = even dim)", "ue8m0", FP4_GROUP,
                       "scales", "UE8M0 scales, one per {group} dims"),),
                 SPLIT,
                 f"head_dim / 2 bytes of e2m1 pairs (low nibble = even dim), then one UE8M0 scale per {FP4_GROUP} dims",
                 f"page_size x (head_dim / 2 + head_dim / {FP4_GROUP})",
-                guards=(group_span_guard("fp4_group_span", "fp4_e2m1", "kFp4E2m1", FP4_GROUP),)),
+                guards=(group_span_guard("fp4_group_span", "fp4_e2m1", "kFp4E2m1", FP4_GROUP),),
+                aliases=("fp4", "e2m1", "fp4e2m1", "float4_e2m1fn_x2")),
     StoreFormat("fp8_flashmla", "fp8mla", "kFp8FlashMla",
                 (Part("nope", "nope", "e4m3", "e4m3 codes of dims {begin}..{last}", "ue8m0", FLASHMLA_GROUP,
                       "scales", "UE8M0 scales, one per {group} nope dims"),
@@ -180,19 +183,20 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "a 576-B slot: e4m3 codes of the 448 nope dims, then the 64 roped dims as bf16; then one UE8M0 "
                 f"scale per {FLASHMLA_GROUP} nope dims, padded to 8 B",
                 "page_size x 584 rounded up to a multiple of 576",
-                guards=dsv4_mainkv_guards("flashmla", "fp8_flashmla", "kFp8FlashMla", FLASHMLA_GROUP)),
+                guards=dsv4_mainkv_guards("flashmla", "fp8_flashmla", "kFp8FlashMla", FLASHMLA_GROUP),
+                aliases=("fp8mla", "flashmla")),
     StoreFormat("fp8_vllm", "fp8vllm", "kFp8Vllm",
                 (Part("values", "all", "e4m3", "e4m3 codes of v / scale", "fp32_divided", 0, "scale",
                       "fp32 scale (amax/448)"),),
                 SPLIT,
                 "as fp8_e4m3 (vLLM's [num_blocks, block_size, head_dim + 4] indexer cache); codes of v / scale",
-                "page_size x (head_dim + 4)"),
+                "page_size x (head_dim + 4)", aliases=("vllm_fp8", "vllm")),
     StoreFormat("fp8_vllm_ue8m0", "fp8vllmue8m0", "kFp8VllmUe8m0",
                 (Part("values", "all", "e4m3", "e4m3 codes of v / scale", "fp32_pow2", 0, "scale",
                       "fp32 scale 2^ceil(log2(amax/448))"),),
                 SPLIT,
                 "as fp8_vllm with vLLM's ue8m0 option: the fp32 scale is exp2f(ceilf(log2f(amax/448)))",
-                "page_size x (head_dim + 4)"),
+                "page_size x (head_dim + 4)", aliases=("ue8m0", "vllm_ue8m0", "fp8_ue8m0")),
     StoreFormat("nvfp4_dsv4", "nvfp4", "kNvfp4Dsv4",
                 (Part("nope", "nope", "e2m1x2", "e2m1 pairs of dims {begin}..{last} (low nibble = even dim)", "e4m3",
                       NVFP4_GROUP, "scales", "e4m3 scales (amax/6), one per {group} nope dims"),
@@ -202,7 +206,8 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "352 B: e2m1 pairs of the 448 nope dims (224 B), then the 64 roped dims as bf16 (128 B); then 32 B: "
                 f"one e4m3 scale per {NVFP4_GROUP} nope dims (28 B, 4 B never written)",
                 "page_size x 384 (FlashInfer's DeepSeek-V4 NVFP4 record)",
-                guards=dsv4_mainkv_guards("nvfp4_dsv4", "nvfp4_dsv4", "kNvfp4Dsv4", NVFP4_GROUP)),
+                guards=dsv4_mainkv_guards("nvfp4_dsv4", "nvfp4_dsv4", "kNvfp4Dsv4", NVFP4_GROUP),
+                aliases=("nvfp4", "flashinfer_nvfp4")),
 )}
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from .. import resources
 from ..errors import SpecError
+from .formats import FORMATS
+from .launchparams import BY_NAME, IN_SPACE_ORDER
 from .variant import (
     AXES,
     FAMILY,
@@ -24,19 +26,54 @@ from .variant import (
 from .yamlsrc import MAX_SPEC_BYTES, Located, load_yaml, quote, where_in_text
 
 TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "tune")
-# The tuner's parameters a `tune:` section may set (kernelgen.tune.space declares them), and buckets.
-TUNE_KEYS = ("threads_per_token", "vec", "block_threads", "prefetch", "pdl", "loop", "buckets")
+# The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
+TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
+_TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
 VARIANT_KEYS = ("name", *AXES, "launch")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_RESERVED = re.compile(r"__|_[A-Z]")  # identifiers C++ reserves for the implementation
 _CPP_KEYWORDS = frozenset(
-    "alignas alignof and asm auto bool break case catch char class const constexpr continue decltype default delete "
-    "do double else enum explicit export extern false float for friend goto if inline int long mutable namespace new "
-    "noexcept not nullptr operator or private protected public register return short signed sizeof static struct "
-    "switch template this throw true try typedef typeid typename union unsigned using virtual void volatile while "
-    "xor".split())
-# Lower bounds checked at parse time; real limits are guards (they say what to choose instead).
-_MINIMUM = {"head_dim": 1, "rope_dim": 0, "page_size": 1}
+    "alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class "
+    "co_await co_return co_yield compl concept const const_cast consteval constexpr constinit continue decltype "
+    "default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline "
+    "int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register "
+    "reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch template "
+    "this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t "
+    "while xor xor_eq".split())
+_C_KEYWORDS = frozenset({"restrict"})  # C99's, which C++ lacks; nvcc's host compilers take it as an extension
+# A variant named N becomes N, N_math, N_check, N_config and N_cfg<i> in namespace kernelgen_generated, and the
+# exported symbols N and N_config (templates/fused_norm_rope_store.cu.j2). Each suffix, with what it names.
+_GENERATED_SUFFIXES = (("_config", "the config symbol exported"), ("_math", "the math struct generated"),
+                       ("_check", "the argument-check function generated"))
+_CFG_SUFFIX = re.compile(r"_cfg(?:0|[1-9][0-9]*)\Z")  # N_cfg0, N_cfg1, ...: one per launch configuration
+# Namespaces the generated code names, and global names it uses without `::` inside kernelgen_generated, where
+# a variant's function of the same name would hide them (tests/test_spec.py reads them off rendered sources).
+_GENERATED_CODE_NAMES = frozenset({"kernelgen", "kernelgen_generated", "tvm", "std", "int64_t", "kDLCUDA",
+                                   "DLDataType"})
+# The global names (macros among them) of the headers every generated file includes: tvm-ffi (TVMFFI...,
+# TVM_FFI_...), DLPack (DLTensor, kDLCUDA, DLPACK_...) and CUDA (cudaMalloc, cuLaunchKernel, CUDA_VERSION, CUresult).
+_LIBRARY_PREFIX = re.compile(r"TVM|DLPACK|DL[A-Z][a-z]|kDL[A-Z]|cuda[A-Z]|cu[A-Z]|CUDA|CU[a-z_]")
+# Lower-case names C defines as macros (a function of that name would be expanded) and CUDA's built-in variables.
+_MACROS_AND_BUILTINS = frozenset("assert errno offsetof setjmp va_arg va_copy va_end va_start stdin stdout stderr "
+                                 "threadIdx blockIdx blockDim gridDim warpSize".split())
+# The range of each integer axis checked at parse time: the generated code holds these as C++ `int` constants,
+# so nothing past 2**31 - 1 reaches the guards, which hold the real limits (and say what to choose instead).
+INT_MAX = 2 ** 31 - 1
+INT_RANGES = {"head_dim": (1, INT_MAX), "rope_dim": (0, INT_MAX), "page_size": (1, INT_MAX)}
+# Other spellings of axis values (torch, paper and library names), for "did you mean" hints; keys are lower
+# case with '_' for '-' and ' '. Each value keeps its one spelling, so names, keys and records have one form.
+# None marks a spelling of something the axis does not take (fp16 weights): no near value is suggested for it.
+_DTYPE_ALIASES = {"float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "float": "fp32",
+                  "f32": "fp32", "single": "fp32", "bfloat16": "bf16", "bfloat": "bf16"}
+_NOT_STORES = dict.fromkeys(("fp16", "float16", "half", "f16", "fp32", "float32", "float", "f32"))
+ALIASES: dict[str, dict[str, str | None]] = {
+    "input_dtype": dict(_DTYPE_ALIASES),
+    "weight_dtype": {k: None if v == "fp16" else v for k, v in {**_DTYPE_ALIASES, "fp16": "fp16"}.items()},
+    "store": {**{alias: name for name, fmt in FORMATS.items() for alias in fmt.aliases}, **_NOT_STORES},
+    "norm": {"rmsnorm": "rms", "rms_norm": "rms", "layernorm": "layer", "layer_norm": "layer", "ln": "layer"},
+    "rope_style": {"gptj": "interleaved", "gpt_j": "interleaved", "interleave": "interleaved", "gpt_neox": "neox",
+                   "rotate_half": "neox"},
+    "rope_place": {"front": "head", "start": "head", "first": "head", "back": "tail", "end": "tail", "last": "tail"},
+}
 # Limits on what one spec may ask for, checked before anything is expanded: `list` and `check` stay fast,
 # and names stay well inside the 255-byte file-name limit once the build adds its prefixes and hashes.
 MAX_VARIANTS = 4096  # per spec: matrix product plus listed variants
@@ -51,7 +88,8 @@ def _kind(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _identifier_problem(name: object) -> str | None:
+def _identifier_problem(name: object, fix: str) -> str | None:
+    """Why name can name neither a spec nor a variant, with a fix (`fix` where renaming is it); None if it can."""
     if not isinstance(name, str):
         return f"must be a string, got {quote(name)}"
     if len(name) > MAX_NAME_LENGTH:
@@ -59,9 +97,42 @@ def _identifier_problem(name: object) -> str | None:
                 "(MAX_NAME_LENGTH); shorten it")
     if not _IDENT.match(name):
         return f"{quote(name)} must be a C identifier (letters, digits, _; not starting with a digit)"
-    if name in _CPP_KEYWORDS or _RESERVED.match(name) or "__" in name:
-        return f"{quote(name)} is a C++ keyword or reserved identifier; choose another"
+    reason = _reserved_reason(name)
+    return f"{quote(name)} {reason}; {fix}" if reason else None
+
+
+def _reserved_reason(name: str) -> str | None:
+    if name in _CPP_KEYWORDS or name in _C_KEYWORDS:
+        return f"is a {'C++' if name in _CPP_KEYWORDS else 'C'} keyword"
+    if name.startswith("_"):
+        return "starts with an underscore, which C++ reserves for the implementation at global scope"
+    if "__" in name:
+        return "contains a double underscore, which C++ reserves for the implementation"
     return None
+
+
+def _symbol_reason(name: str) -> str | None:
+    """Why an identifier cannot name a variant, whose name becomes C++ functions, structs and exported symbols."""
+    if name == "main":
+        return "would export a symbol named main, the name of a program's entry point"
+    if name.endswith("_"):
+        return (f"ends with an underscore, so its generated names ({name}_config, {name}_math) hold a double "
+                "underscore, which C++ reserves")
+    if name in _GENERATED_CODE_NAMES:
+        return "is a name the generated code uses (in namespace kernelgen_generated)"
+    if _LIBRARY_PREFIX.match(name):
+        return "starts like the global names of tvm-ffi, DLPack and CUDA, which the generated code includes"
+    if name in _MACROS_AND_BUILTINS:
+        return "is a standard C macro or CUDA built-in"
+    return None
+
+
+def _generated_by(name: str) -> tuple[str, str] | None:
+    """(base, what) when name is a name generated for a variant named base (x_config: ('x', 'the config ...'))."""
+    cfg = _CFG_SUFFIX.search(name)
+    if cfg:
+        return name[:cfg.start()], "the launch-configuration struct generated"
+    return next(((name[:-len(suffix)], what) for suffix, what in _GENERATED_SUFFIXES if name.endswith(suffix)), None)
 
 
 @dataclass(frozen=True)
@@ -121,16 +192,37 @@ def _mapping(src: Located, path: tuple[Any, ...], value: Any, what: str) -> dict
 def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> Any:
     kind, choices = AXES[axis]
     type_ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-    if not type_ok:
-        expected = {int: "an integer", bool: "true or false", str: "a name"}[kind]
-        raise _fail(src, path, f"{axis} must be {expected}, got {quote(value)}")
-    if axis in _MINIMUM and value < _MINIMUM[axis]:
-        raise _fail(src, path, f"{axis} must be at least {_MINIMUM[axis]}, got {value}")
+    if kind is int:
+        lo, hi = INT_RANGES[axis]
+        if not (type_ok and lo <= value <= hi):
+            raise _fail(src, path, f"{axis} must be an integer from {lo} to {hi}, got {quote(value)}")
+    elif choices is not None and not type_ok:
+        hint = " (YAML reads an unquoted no, off or false as false: did you mean none?)" \
+            if (value is None or value is False) and "none" in choices else ""
+        raise _fail(src, path, f"{axis} must be one of {', '.join(map(str, choices))}, got {quote(value)}{hint}")
+    elif not type_ok:
+        raise _fail(src, path, f"{axis} must be true or false, got {quote(value)}")
     if choices is not None and value not in choices:
-        hint = _did_you_mean(value, choices)  # type: ignore[arg-type]
         allowed = ", ".join(map(str, choices))
-        raise _fail(src, path, f"{axis} {quote(value)} is not one of {allowed}{hint}")
+        raise _fail(src, path, f"{axis} {quote(value)} is not one of {allowed}{_value_hint(axis, value)}")
     return value
+
+
+def _value_hint(axis: str, value: str) -> str:
+    """'did you mean' for a value of a closed axis: another spelling of it (float16 -> fp16), else a near miss
+    of a value or of another spelling (fp6 -> fp8_e4m3, flaot16 -> fp16)."""
+    choices = [str(c) for c in AXES[axis][1] or ()]
+    word = re.sub(r"[-\s]", "_", value.strip().lower()).removeprefix("torch.")
+    aliases = ALIASES.get(axis, {})
+    if word in choices:
+        return f" (did you mean {word}?)"
+    if word in aliases:
+        return f" (did you mean {aliases[word]}?)" if aliases[word] else ""
+    hint = _did_you_mean(value, choices)
+    if hint or len(word) > MAX_NAME_LENGTH:
+        return hint
+    near = difflib.get_close_matches(word, list(aliases), n=1, cutoff=0.8)
+    return f" (did you mean {aliases[near[0]]}?)" if near and aliases[near[0]] else ""
 
 
 def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int | bool]:
@@ -141,8 +233,9 @@ def _launch(src: Located, path: tuple[Any, ...], raw: Any) -> dict[str, int | bo
         if key in LAUNCH_FLAGS:
             if not isinstance(value, bool):
                 raise _fail(src, path + (key,), f"launch.{key} must be true or false, got {quote(value)}")
-        elif not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > 4096:
-            raise _fail(src, path + (key,), f"launch.{key} must be a positive integer up to 4096, got {quote(value)}")
+        elif not isinstance(value, int) or isinstance(value, bool) or value <= 0 or value > BY_NAME[key].limit:
+            raise _fail(src, path + (key,),
+                        f"launch.{key} must be a positive integer up to {BY_NAME[key].limit}, got {quote(value)}")
     return dict(table)
 
 
@@ -218,7 +311,11 @@ def axis_example(axis: str) -> str:
 
 def _make(src: Located, spec_name: str, name: Any, settings: dict[str, Any], path: tuple[Any, ...],
           name_path: tuple[Any, ...] | None = None, origins: dict[str, str] | None = None) -> Variant:
-    problem = _identifier_problem(name)
+    # A matrix variant's name is the spec's name and its values: renaming the spec is the fix there.
+    fix = "rename the variant" if name_path else "rename the spec (its name starts each matrix variant's name)"
+    problem = _identifier_problem(name, fix)
+    if problem is None and _symbol_reason(name):
+        problem = f"{quote(name)} {_symbol_reason(name)}; {fix}"
     if problem:
         raise _fail(src, name_path or path, f"variant name {problem}")
     settings = {**settings, "launch": Launch(**settings.get("launch", {}))}
@@ -234,9 +331,9 @@ def parse_spec(text: str, file: str) -> Spec:
     if family != FAMILY:
         raise _fail(src, ("family",), f"family must be '{FAMILY}', got {quote(family)}")
     spec_name = top.get("name")
-    problem = _identifier_problem(spec_name)
+    problem = _identifier_problem(spec_name, "rename the spec (its name prefixes generated variant names)")
     if problem:
-        raise _fail(src, ("name",), f"name {problem}; it prefixes generated variant names")
+        raise _fail(src, ("name",), f"name {problem}")
     defaults_raw = _mapping(src, ("defaults",), top.get("defaults", {}), "defaults")
     _check_keys(src, ("defaults",), defaults_raw, VARIANT_KEYS[1:], "defaults")
     defaults = _axes(src, ("defaults",), defaults_raw)
@@ -254,7 +351,29 @@ def parse_spec(text: str, file: str) -> Spec:
     if not variants:
         raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
     _check_unique(src, variants)
-    return Spec(spec_name, file, str(top.get("description", "")), tuple(variants), _tune_section(src, top))
+    _check_symbols(src, variants, top)
+    return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top))
+
+
+def _description(src: Located, top: dict[str, Any]) -> str:
+    text = top.get("description", "")
+    if not isinstance(text, str):  # `description: {a: 1}` or `description: a: b` is YAML for a mapping
+        raise _fail(src, ("description",), f"description must be a string, got {_kind(text)}; write it as text, "
+                                           "in quotes if it holds ': ' or starts with { or [")
+    return text
+
+
+def _check_symbols(src: Located, variants: list[Variant], top: dict[str, Any]) -> None:
+    """No variant's name is a name generated for another (x_config is variant x's config symbol): one library
+    or process holding both would see two definitions of it. Blame the longer name, at its `name:`."""
+    where = {v.name: str(src.at(("matrix",))) for v in variants}
+    listed = top.get("variants", [])
+    where |= {item["name"]: str(src.at(("variants", i, "name"))) for i, item in enumerate(listed)}
+    for v in variants:
+        base, what = _generated_by(v.name) or ("", "")
+        if base in where:
+            raise SpecError(f"{where[v.name]}: variant name {quote(v.name)} clashes with {v.name}, {what} for variant "
+                            f"{quote(base)} ({where[base]}); rename the variant")
 
 
 def _check_count(src: Located, top: dict[str, Any], matrix_size: int) -> None:
@@ -276,7 +395,7 @@ def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[o
         path = ("tune", key)
         if not isinstance(values, list) or not values:
             raise _fail(src, path, f"tune.{key} must be a non-empty list of values")
-        want_bool = key in LAUNCH_FLAGS
+        want_bool = key in _TUNE_FLAGS
         for i, value in enumerate(values):
             ok = isinstance(value, bool) if want_bool else (isinstance(value, int) and not isinstance(value, bool)
                                                             and 0 < value <= (1 << 24))

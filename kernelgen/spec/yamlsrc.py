@@ -32,6 +32,7 @@ _CONTROL_NAMES = {0x00: "NUL", 0x07: "BEL", 0x08: "backspace", 0x0B: "vertical t
                   0x1B: "ESC", 0x7F: "DEL", 0x85: "NEL", 0x2028: "line separator", 0x2029: "paragraph separator"}
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _INT_TAG = "tag:yaml.org,2002:int"
+_VALUE_TAG = "tag:yaml.org,2002:value"  # what YAML 1.1 resolves a plain `=` to; SafeLoader cannot build it
 _COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
@@ -74,6 +75,11 @@ def quote(value: object) -> str:
 def _short_tag(tag: str) -> str:
     """A tag as the spec spells it: 'tag:yaml.org,2002:int' -> '!!int'."""
     return tag.replace("tag:yaml.org,2002:", "!!", 1)
+
+
+def _unsupported_tag(where: Where, tag: str) -> SpecError:
+    return SpecError(f"{where}: tag {quote(_short_tag(tag))} is not supported in a spec; remove it "
+                     "(a spec holds plain values)")
 
 
 def _where(file: str, mark: yaml.Mark) -> Where:
@@ -173,8 +179,7 @@ class _Builder:
         self.values[path] = _where(self.file, node.start_mark)
         if isinstance(node, yaml.CollectionNode) and node.tag not in _COLLECTION_TAGS:
             # Built as plain data, a tagged collection would silently lose its tag (!!set, !!python/...).
-            tag = quote(_short_tag(node.tag))
-            raise SpecError(f"{self.values[path]}: tag {tag} is not supported in a spec; remove it")
+            raise _unsupported_tag(self.values[path], node.tag)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -186,12 +191,15 @@ class _Builder:
         if node.tag == _INT_TAG and len(node.value) > MAX_INT_CHARS:
             raise SpecError(f"{where}: number {quote(node.value)} is longer than {MAX_INT_CHARS} characters "
                             f"(MAX_INT_CHARS); spec numbers are sizes: use a smaller one")
+        if node.tag == _VALUE_TAG:
+            return node.value
+        if node.tag not in self.loader.yaml_constructors:  # `!foo`, `!!python/...`: PyYAML's words name no fix
+            raise _unsupported_tag(where, node.tag)
         try:
             return self.loader.construct_object(node, deep=True)
-        except yaml.constructor.ConstructorError:
-            raise
         except Exception:  # noqa: BLE001 - PyYAML's scalar constructors fail on a forced tag in many ways:
-            # `!!int abc` ValueError, `!!bool maybe` KeyError, `!!timestamp 64` AttributeError
+            # `!!int abc` ValueError, `!!bool maybe` KeyError, `!!timestamp 64` AttributeError, `!!binary a$`
+            # ConstructorError
             raise SpecError(f"{where}: {quote(node.value)} cannot be read as {_short_tag(node.tag)}; "
                             "remove the explicit tag or fix the value") from None
 
