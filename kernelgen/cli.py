@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
 from pathlib import Path
@@ -138,7 +139,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     toolchain = _toolchain()
     with _ninja_progress("compiling") as progress:
         results = compile_only(variants, toolchain, archs, args.jobs, progress=progress)
-    table = Table(title=f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", title_justify="left")
+    # The title as its own line (a table title wraps at the table's width, which one short variant makes narrow).
+    out.print(f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", markup=False, soft_wrap=True)
+    table = Table()
     table.add_column("variant")
     for arch in archs:
         table.add_column(arch)
@@ -152,7 +155,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     note = f" ({skipped} variants differing only in page_size not compiled; --all compiles them)" if skipped else ""
     out.print(f"{len(results) - len(failures)}/{len(results)} compiled in {time.monotonic() - start:.1f} s{note}")
     for r in failures:
-        err.print(f"error: {r.variant} [{r.arch}]: {r.message}", markup=False)
+        err.print(f"error: {r.variant} [{r.arch}]: {r.message}", markup=False, soft_wrap=True)  # one line, as any error
     return 1 if failures else 0
 
 
@@ -348,26 +351,63 @@ def _tune_table(r: Any) -> None:
     out.print(table)
 
 
+def _record_status(r: Any, rgpu: Any, gpu: Any, known: dict[str, Variant]) -> str:
+    """Whether a usable record applies here; 'invalid: <why>' where its routes cannot run its variant."""
+    from .tune import recordcheck, records
+
+    v = known.get(r.content_key)
+    broken = recordcheck.routes_problem(v, r.choice) if v is not None else None
+    if broken:
+        return f"invalid: {broken}"
+    if r.template != records.record_template(rgpu):
+        return "no: template changed (re-tune)"
+    if gpu is None:
+        return "no GPU"
+    return "yes" if rgpu.matches(gpu) else "no: other GPU"
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_by_key() -> dict[str, Variant]:
+    """Shipped variants by content key: the ones whose guards --show can check a record's routes against."""
+    from .spec.parse import shipped_variants
+
+    return {v.content_key(): v for v in shipped_variants()}
+
+
 def _show_records() -> int:
     from . import knobs, resources
-    from .tune import records
+    from .tune import recordcheck, records
     from .tune.gpu import current
 
     gpu = current()
+    known = _shipped_by_key()
     here = f"{gpu.name} (sm_{gpu.capability.replace('.', '')}, {gpu.sms} SMs)" if gpu else "no GPU here"
-    table = Table(title=f"tuning records; this machine: {here}", title_justify="left")
+    table = Table(title=escape(f"tuning records; this machine: {here}"), title_justify="left")
     for col in ("where", "gpu", "variant", "routes", "applies here"):
         table.add_column(col)
+    aside = []
     for where, directory in (("user", knobs.tuning_dir()), ("shipped", resources.tuned_dir())):
-        for path, rgpu, r in records.all_records(directory):
-            if r.template != records.record_template(rgpu):
-                applies = "no: template changed (re-tune)"
-            elif gpu is None:
-                applies = "no GPU"
-            else:
-                applies = "yes" if rgpu.matches(gpu) else "no: other GPU"
-            table.add_row(where, rgpu.slug, r.variant, "; ".join(f"<={b}: {lid}" for b, lid in r.choice), applies)
+        for path in records.record_files(directory):
+            try:
+                found = records.scan(path)
+            except OSError as exc:
+                table.add_row(where, escape(path.name), "-", "-", escape(f"invalid: cannot be read ({exc.strerror})"))
+                continue
+            if found is None:
+                continue
+            slug = found.gpu.slug if found.gpu else path.name
+            for r in found.records.values():
+                routes = "; ".join(f"<={b}: {lid}" for b, lid in r.choice)
+                table.add_row(where, slug, escape(recordcheck.shown(r.variant)), routes,
+                              escape(_record_status(r, found.gpu, gpu, known)))
+            for bad in found.rejected:
+                table.add_row(where, slug, escape(recordcheck.shown(bad.variant) if bad.key else "-"), "-",
+                              escape(f"invalid: {bad.reason}"))
+            if records.rejected_file(path).is_file():
+                aside.append(records.rejected_file(path))
     out.print(table)
+    for path in aside:
+        out.print(f"entries moved aside by earlier writes (kept, not used): {path}", markup=False)
     return 0
 
 

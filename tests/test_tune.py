@@ -145,7 +145,9 @@ def test_failures_are_data_and_never_chosen() -> None:
 
 def _record(gpu: GpuInfo, timings: dict[str, dict[int, float]], choice: list[tuple[int, str]],
             template: str | None = None) -> records.Record:
-    return records.Record(V.name, V.content_key(), template or records.template_hash(), gpu, (1, 4096), timings, {},
+    """A record as the tuner writes one: every route's bound is a bucket (the last may serve all counts)."""
+    buckets = tuple(sorted({1, 4096} | {b for b, _ in choice if b != ALL_TOKENS}))
+    return records.Record(V.name, V.content_key(), template or records.template_hash(), gpu, buckets, timings, {},
                           tuple(choice))
 
 
@@ -210,7 +212,8 @@ def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
 def _writer(directory: str, i: int) -> None:
     lid = Launch(32, 2, 4).id if i % 2 else DEFAULT.id
     records.write(Path(directory), records.Record(V.name, V.content_key(), records.template_hash(), H200,
-                                                  (1 << i,), {lid: {1 << i: float(i + 1)}}, {}, ()))
+                                                  (1 << i,), {lid: {1 << i: float(i + 1)}}, {}, ((1 << i, lid),)),
+                  lambda r: select(r.timings, r.buckets, DEFAULT))
 
 
 def test_eight_processes_writing_at_once_lose_no_record(tmp_path: Path) -> None:
@@ -338,7 +341,8 @@ def test_a_tuner_killed_during_a_record_write_loses_nothing_written_before(tmp_p
             print("writing", flush=True)
             time.sleep(60)
         os.replace = hang
-        records.write(__import__("pathlib").Path({str(tmp_path)!r}), t._record(t.H200, {{"t8.b8.v8": {{1: 9.0}}}}, []))
+        records.write(__import__("pathlib").Path({str(tmp_path)!r}),
+                      t._record(t.H200, {{"t8.b8.v8": {{1: 9.0}}}}, [(t.ALL_TOKENS, "t8.b8.v8")]))
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
@@ -364,8 +368,8 @@ def test_lookup_reads_only_the_gpus_own_record_file(tmp_path: Path, caplog: pyte
     assert found is not None and found[1] == records.record_file(tmp_path, H200)
     assert "corrupt" not in caplog.text  # the other GPU's file was never opened
     with caplog.at_level("WARNING"):
-        assert records.find([tmp_path], V, lambda gpu: gpu.capability == "9.0") is not None
-    assert "corrupt" in caplog.text  # a search by capability reads every file
+        assert records.read_file(tmp_path / "some-other-gpu.json") is None
+    assert "corrupt" in caplog.text  # had the lookup opened it, it would have said so
 
 
 def test_loop_is_off_unless_a_spec_opts_in() -> None:

@@ -1,7 +1,6 @@
 """Load a built variant through tvm-ffi and call it with checked tensors on torch's current stream."""
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -12,21 +11,20 @@ from ..build import toolchain as tc
 from ..build.lifecycle import build, load_module
 from ..build.store import Artifact
 from ..codegen import checks
-from ..codegen.launch import LaunchPlan, default_plan, plan_routes, resolve
+from ..codegen.launch import LaunchPlan, resolve
 from ..codegen.render import x_align
 from ..errors import LayoutMismatch
 from ..layout.layout import Layout
 from ..layout.pages import pages_of
 from ..spec.parse import load_spec
 from ..spec.variant import Variant
-from ..tune import records
+from ..tune import lookup
+from ..tune.lookup import plan_from_record  # noqa: F401  (export imports it from here)
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
 
 if TYPE_CHECKING:
     import torch
-
-log = logging.getLogger("kernelgen")
 
 
 def _dtype_name(t: torch.Tensor) -> str:
@@ -193,32 +191,12 @@ class Op:
                              int(config), bool(pdl))
 
 
-_said_default: set[str] = set()
-
-
 def tuned_plan(v: Variant, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
     """The dispatch for v on gpu from the user's tuning records, else the shipped ones, else the
-    variant's default launch (said once per variant, at debug level)."""
-    found = None
-    if gpu is not None and knobs.use_tuned():
-        found = records.lookup(records.search_dirs(), gpu, v)
-    if found is None:
-        if v.name not in _said_default:
-            _said_default.add(v.name)
-            where = f"for {gpu.name} (sm_{gpu.capability.replace('.', '')})" if gpu else "(no GPU)"
-            log.debug("%s: no tuning record %s; using the default launch %s (tune with `kernelgen tune %s`)",
-                      v.name, where, resolve(v).launch.id, v.spec_name or "SPEC")
-        return default_plan(v), "defaults"
-    record, path = found
-    return plan_from_record(v, record), str(path)
-
-
-def plan_from_record(v: Variant, record: records.Record) -> LaunchPlan:
-    """The record's dispatch for v, without PDL where KERNELGEN_PDL=0 (for the JIT path and for export)."""
-    routes = record.routes()
-    if not knobs.pdl_allowed():
-        routes = [(bound, replace(launch, pdl=False)) for bound, launch in routes]
-    return plan_routes(v, routes)
+    variant's default launch (said once per variant, at debug level), and where it came from. An invalid
+    record is reported as the record's fault and passed over (kernelgen/tune/lookup.py)."""
+    found = lookup.tuned(v, [gpu] if gpu is not None else [])
+    return found.plan, found.source
 
 
 _CURRENT = object()

@@ -5,23 +5,30 @@ compute capability, SM count, or memory bandwidth where known), another template
 the kernel template and headers, which define what a launch configuration means; on sm_100 and
 sm_103 also whether KERNELGEN_PACKED_F32 was set, which changes the code there), another schema.
 A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still used,
-`kernelgen tune --show` marks it, and re-tuning refreshes it. A corrupt file is reported once and
-ignored."""
+`kernelgen tune --show` marks it, and re-tuning refreshes it.
+
+Files are read entry by entry (kernelgen/tune/recordcheck.py says what makes an entry unusable): an
+unusable entry, or a file that is not JSON of this schema, is reported once and passed over, and the
+lookup goes on to the next record. A write keeps every usable entry it does not replace and moves the rest
+to `<name>.rejected.json` beside the file, with the reason: nothing a write did not replace is lost."""
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import hashlib
 import json
 import logging
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .. import knobs, resources
+from ..errors import TuningError
 from ..spec.variant import Launch, Variant
+from . import recordcheck
 from .gpu import GpuInfo
 from .search import Outcome
 
@@ -113,20 +120,111 @@ def record_file(directory: Path, gpu: GpuInfo) -> Path:
     return directory / f"{gpu.slug}.json"
 
 
-def read_file(path: Path) -> tuple[GpuInfo, dict[str, Record]] | None:
-    """(gpu, records by content key), or None for a missing, corrupt or foreign-schema file."""
+REJECTED_SUFFIX = ".rejected.json"
+
+
+def rejected_file(path: Path) -> Path:
+    """Where writes to the record file `path` move what they cannot keep: `<name>.rejected.json` beside it."""
+    return path.with_name(path.name.removesuffix(".json") + REJECTED_SUFFIX)
+
+
+def record_files(directory: Path, pattern: str = "*.json") -> list[Path]:
+    return [p for p in sorted(directory.glob(pattern)) if not p.name.endswith(REJECTED_SUFFIX)]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """What a record file holds that cannot be used: one entry (key: its content key) or the whole file
+    (key ""), with the reason and the content as found, so that moving it aside loses nothing."""
+
+    key: str
+    variant: str
+    reason: str
+    content: dict[str, Any]  # {"entry": the raw entry} or the file's bytes as {"text": ...} / {"base64": ...}
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """A record file read entry by entry: the usable records and what was rejected (gpu is None when the
+    whole file is unusable; then `rejected` holds it as its one item)."""
+
+    path: Path
+    gpu: GpuInfo | None
+    records: dict[str, Record]
+    rejected: tuple[Rejected, ...]
+
+
+def _as_content(data: bytes) -> dict[str, Any]:
     try:
-        raw = json.loads(path.read_text())
-        if raw.get("schema") != SCHEMA:
-            log.warning("ignoring %s: schema %s, this kernelgen reads %s", path, raw.get("schema"), SCHEMA)
-            return None
-        gpu = GpuInfo.from_dict(raw["gpu"])
-        return gpu, {k: Record.from_json(k, gpu, d) for k, d in raw["variants"].items()}
+        return {"text": data.decode()}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode()}
+
+
+def _entry_name(entry: Any) -> str:
+    name = entry.get("variant") if isinstance(entry, dict) else None
+    return name if isinstance(name, str) else "?"
+
+
+def parse_file(path: Path, data: bytes) -> RecordFile:
+    """A record file from its bytes, each entry validated on its own (kernelgen/tune/recordcheck.py)."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return RecordFile(path, None, {}, (Rejected("", "?", f"not JSON ({exc})", _as_content(data)),))
+    why = recordcheck.file_problem(raw, SCHEMA)
+    if why:
+        return RecordFile(path, None, {}, (Rejected("", "?", why, _as_content(data)),))
+    gpu = GpuInfo.from_dict(raw["gpu"])
+    usable, rejected = {}, []
+    for key, entry in raw["variants"].items():
+        why = recordcheck.entry_problem(entry)
+        if why:
+            rejected.append(Rejected(key, _entry_name(entry), why, {"entry": entry}))
+        else:
+            usable[key] = Record.from_json(key, gpu, entry)
+    return RecordFile(path, gpu, usable, tuple(rejected))
+
+
+def scan(path: Path) -> RecordFile | None:
+    """The record file at path (None: there is none). Quiet: readers report through `read`."""
+    try:
+        return parse_file(path, path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        log.warning("ignoring corrupt tuning record file %s: %s", path, exc)
+
+
+_reported: set[tuple[str, str, str]] = set()  # (file, entry, reason): each fault is said once per process
+
+
+def report(path: Path, key: str, variant: str, reason: str) -> None:
+    if (str(path), key, reason) in _reported:
+        return
+    _reported.add((str(path), key, reason))
+    if key:
+        log.warning("%s: tuning record %s (%s) skipped: %s; using the next record or the default launch "
+                    "(re-tune to replace it)", path, recordcheck.shown(variant), recordcheck.shown(key), reason)
+    else:
+        log.warning("ignoring %s tuning record file %s: %s (the next write there moves it to %s)",
+                    "foreign" if reason.startswith("schema") else "corrupt", path, reason, rejected_file(path).name)
+
+
+def read(path: Path) -> RecordFile | None:
+    """`scan`, saying once per process what was rejected and why. An unreadable file counts as corrupt."""
+    try:
+        found = scan(path)
+    except OSError as exc:
+        report(path, "", "?", f"cannot be read ({exc.strerror or exc})")
         return None
+    for r in found.rejected if found else ():
+        report(path, r.key, r.variant, r.reason)
+    return found
+
+
+def read_file(path: Path) -> tuple[GpuInfo, dict[str, Record]] | None:
+    """(gpu, usable records by content key), or None for a missing, corrupt or foreign-schema file."""
+    found = read(path)
+    return None if found is None or found.gpu is None else (found.gpu, found.records)
 
 
 def search_dirs() -> list[Path]:
@@ -136,18 +234,26 @@ def search_dirs() -> list[Path]:
 
 def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
          pattern: str = "*.json") -> tuple[Record, Path] | None:
-    """The first record for v and this template whose GPU `accept`s, searching directories in order
-    (record files matching `pattern`)."""
+    """The first usable record for v and this template whose GPU `accept`s, searching directories in order
+    (record files matching `pattern`). A record whose routes break one of v's launch guards is reported
+    (as the record's fault, not the spec's) and passed over."""
     key, templates = v.content_key(), {False: template_hash()}
     for directory in directories:
-        for path, gpu, record in all_records(directory, pattern):
-            if record.content_key != key or not accept(gpu):
+        for path in record_files(directory, pattern):
+            found = read(path)
+            record = found.records.get(key) if found is not None and found.gpu is not None else None
+            if record is None or not accept(record.gpu):
                 continue
-            packed = packs(gpu)
+            packed = packs(record.gpu)
             if packed not in templates:
                 templates[packed] = template_hash(packed=True)
-            if record.template == templates[packed]:
-                return record, path
+            if record.template != templates[packed]:
+                continue
+            why = recordcheck.routes_problem(v, record.choice)
+            if why:
+                report(path, key, record.variant, why)
+                continue
+            return record, path
     return None
 
 
@@ -188,33 +294,88 @@ def merge(old: Record | None, new: Record) -> Record:
                   new.toolchain, new.method)
 
 
+def carried(found: RecordFile | None, gpu: GpuInfo) -> tuple[dict[str, Record], list[Rejected]]:
+    """What a write for `gpu` keeps of the file as found, and what it moves aside: the rejected entries,
+    an unusable file whole, and the records of another board that shares the file name."""
+    if found is None:
+        return {}, []
+    if found.gpu is None or found.gpu.matches(gpu):
+        return dict(found.records), list(found.rejected)
+    other = (f"tuned on another GPU ({found.gpu.name}, {found.gpu.bandwidth_gbs} GB/s) than the one writing "
+             f"({gpu.name}, {gpu.bandwidth_gbs} GB/s)")
+    moved = [Rejected(k, r.variant, other, {"entry": r.to_json()}) for k, r in found.records.items()]
+    return {}, [*found.rejected, *moved]
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomically: a temp file beside path, then a rename. Created with the mode any new file gets (0666
+    less the umask), as mkstemp's 0600 would make a rewritten record file unreadable to others."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _json_text(body: dict[str, Any]) -> str:
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def set_aside(path: Path, items: list[Rejected], gpu: GpuInfo | None) -> Path:
+    """Append items to path's `.rejected.json` (kept, never read by kernelgen: a person may restore them).
+    An earlier rejected file that cannot be read is itself kept there as text."""
+    target = rejected_file(path)
+    try:
+        earlier = json.loads(target.read_bytes())["rejected"]
+        if not isinstance(earlier, list):
+            raise TypeError("'rejected' is not a list")
+    except FileNotFoundError:
+        earlier = []
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        earlier = [{"reason": f"an earlier {target.name} that could not be read ({exc})",
+                    **_as_content(target.read_bytes())}]
+    where = {"gpu": gpu.as_dict()} if gpu is not None else {}
+    added = [{"from": path.name, "key": r.key, "variant": r.variant, "reason": r.reason, **(where if r.key else {}),
+              **r.content} for r in items]
+    _write_text(target, _json_text({"about": f"entries moved out of {path.name} by kernelgen, each with the reason; "
+                                             "nothing reads this file", "rejected": earlier + added}))
+    return target
+
+
 def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
     """Merge record into its GPU's file under a lock: re-read, merge, write a temp file, rename.
-    `rechoose(merged) -> choice` recomputes the choice from the merged timings."""
+    `rechoose(merged) -> choice` recomputes the choice from the merged timings. Every other usable entry
+    is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
+    even when the writer dies between the two renames. A record that would not be usable is refused."""
     path = record_file(directory, record.gpu)
     with _locked(path):
-        for leftover in path.parent.glob(f".{path.name}.*"):  # temp files of writers killed mid-write
-            leftover.unlink(missing_ok=True)  # (safe: every writer holds this lock while its temp file exists)
-        found = read_file(path)
-        records = found[1] if found is not None and found[0].matches(record.gpu) else {}
+        for leftover in [*path.parent.glob(f".{path.name}.*"), *path.parent.glob(f".{rejected_file(path).name}.*")]:
+            leftover.unlink(missing_ok=True)  # temp files of writers killed mid-write (safe: they held this lock)
+        found = scan(path)
+        records, aside = carried(found, record.gpu)
         merged = merge(records.get(record.content_key), record)
         if rechoose is not None:
-            merged = Record(**{**merged.__dict__, "choice": tuple(rechoose(merged))})
+            merged = replace(merged, choice=tuple(rechoose(merged)))
+        why = recordcheck.entry_problem(merged.to_json())
+        if why:
+            raise TuningError(f"{path}: {record.variant}: record not written: {why}")
         records[record.content_key] = merged
-        body = {"schema": SCHEMA, "gpu": record.gpu.as_dict(),
-                "variants": {k: r.to_json() for k, r in sorted(records.items())}}
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as out:
-            json.dump(body, out, indent=1, sort_keys=True)
-            out.write("\n")
-        os.replace(tmp, path)
+        if aside:
+            set_aside(path, aside, found.gpu if found is not None else None)
+        _write_text(path, _json_text({"schema": SCHEMA, "gpu": record.gpu.as_dict(),
+                                      "variants": {k: r.to_json() for k, r in sorted(records.items())}}))
     return path
 
 
 def all_records(directory: Path, pattern: str = "*.json") -> list[tuple[Path, GpuInfo, Record]]:
+    """Every usable record in directory (what is not usable is reported once)."""
     out = []
-    for path in sorted(directory.glob(pattern)):
-        found = read_file(path)
-        if found is not None:
-            out += [(path, found[0], r) for r in found[1].values()]
+    for path in record_files(directory, pattern):
+        found = read(path)
+        if found is not None and found.gpu is not None:
+            out += [(path, found.gpu, r) for r in found.records.values()]
     return out
