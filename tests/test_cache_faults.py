@@ -75,7 +75,27 @@ def _lock_is_free(cache: Path) -> bool:
     return True
 
 
-def test_a_build_killed_mid_compile_leaves_nothing_that_loads(tmp_path: Path) -> None:
+def _running(pid: int) -> bool:
+    """From /proc: the process exists and is no zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _none_running(pids: list[int], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(map(_running, pids))
+
+
+@pytest.mark.parametrize("kill", ["builder", "group"])
+def test_a_build_killed_mid_compile_leaves_nothing_that_loads(tmp_path: Path, kill: str) -> None:
+    """kill -9 of the builder alone or of its process group: nvcc dies with it (ninja runs in a session
+    of its own that gets SIGTERM when the builder dies), nothing is published, and the next build
+    removes the dead builder's staging directory."""
     home, log = counting_cuda_home(tmp_path)
     cache = tmp_path / "cache"
     env = {**os.environ, "CUDA_HOME": str(home)}
@@ -85,14 +105,23 @@ def test_a_build_killed_mid_compile_leaves_nothing_that_loads(tmp_path: Path) ->
     while not (log.exists() and log.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert log.exists(), "the build never started compiling"
-    os.killpg(proc.pid, signal.SIGKILL)  # the builder and its ninja and nvcc children
-    proc.wait()
+    if kill == "builder":
+        os.kill(proc.pid, signal.SIGKILL)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+    nvcc = [int(line.split()[0]) for line in log.read_text().splitlines()]  # the wrapper execs nvcc: same pid
+    try:
+        assert _none_running(nvcc, 30), "nvcc outlived its killed builder"
+    finally:
+        for pid in filter(_running, nvcc):
+            os.kill(pid, signal.SIGKILL)
     root = kernels_dir(cache)
     assert list(root.glob(".staging-*")), "the killed builder left its staging directory"
     assert _lock_is_free(cache), "no lock outlives its process"
     assert not [d for d in root.iterdir() if (d / "manifest.json").exists()], "nothing was published"
-    with knobs.scope(CUDA_HOME=str(home)):
+    with knobs.scope(CUDA_HOME=str(home)):  # the builder is still a zombie (not reaped): its staging is stale
         artifacts = build(list(load_spec("dsv32_indexer").variants), toolchain.detect(), ARCHS, cache)
+    proc.wait()
     assert not list(root.glob(".staging-*")), "the next build removed the dead builder's staging directory"
     assert all(a.library.is_file() for a in artifacts)
 

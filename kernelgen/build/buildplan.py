@@ -1,6 +1,7 @@
 """Pure build planning: content-addressed keys, ninja text and nvcc message trimming."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
@@ -66,9 +67,11 @@ def _escape(path: str) -> str:
 
 
 def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool, portable: bool = False) -> str:
-    """build.ninja for units: compile each (+ link into a .so when link). Each nvcc writes its
-    diagnostics to <output>.log so failures can be reported per unit. Portable libraries (exports)
-    link the CUDA runtime statically, so they need no libcudart where they are deployed."""
+    """build.ninja for units: compile each (+ link into a .so when link). nvcc's diagnostics go to
+    ninja, which prints a failed unit's output after its FAILED line, and from there into the builder's
+    memory (failed_outputs): no log file in the staging directory, which a full disk would leave empty.
+    Portable libraries (exports) link the CUDA runtime statically, so they need no libcudart where they
+    are deployed."""
     cudart = "-cudart static" if portable else f"-L{_escape(toolchain.cuda_home)}/lib64 -lcudart"
     includes = " ".join(f"-I{_escape(d)}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs)))
     lines = [
@@ -78,11 +81,11 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
         f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi {cudart}",
         "",
         "rule compile",
-        "  command = $nvcc $cuda_flags $gencode -c $in -o $out > $out.log 2>&1",
+        "  command = $nvcc $cuda_flags $gencode -c $in -o $out",
         "  description = nvcc $out",
         "",
         "rule link",
-        "  command = $nvcc -shared $in -o $out $ldflags > $out.log 2>&1",
+        "  command = $nvcc -shared $in -o $out $ldflags",
         "  description = link $out",
         "",
     ]
@@ -96,6 +99,43 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
 
 _STATIC_ASSERT = re.compile(r'static assertion failed with "(.*)"')
 _ERROR = re.compile(r"(error|fatal)", re.IGNORECASE)
+
+
+_FAILED = re.compile(r"^FAILED: (?:\[code=-?\d+\] )?(.*?)\s*$")
+_NINJA_STATUS = re.compile(r"^\[\d+/\d+\] ")
+
+
+def failed_outputs(ninja_output: str) -> dict[str, str]:
+    """What each failed command printed, by output path, from ninja's own output: a 'FAILED: [code=N]
+    <outputs>' line, the command line, then the command's output, up to the next status, FAILED or
+    'ninja:' line. Paths are as build.ninja names them (ours hold no spaces)."""
+    found: dict[str, str] = {}
+    targets: list[str] = []
+    body: list[str] = []
+    for line in ninja_output.splitlines() + ["ninja: end"]:
+        m = _FAILED.match(line)
+        if m or _NINJA_STATUS.match(line) or line.startswith("ninja: "):
+            for target in targets:
+                found[target] = "\n".join(body[1:])  # body[0] is the command line
+            targets, body = (m.group(1).split() if m else []), []
+        elif targets:
+            body.append(line)
+    return found
+
+
+# what a write refused by the disk looks like in a compiler's or ninja's words (strerror's text)
+_STORAGE_CAUSES = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+                   "Read-only file system": errno.EROFS}
+
+
+def storage_cause(text: str) -> tuple[int, str, str] | None:
+    """(errno, strerror text, the line saying it) for the first line of `text` that says a write was
+    refused by the disk: the build failed for want of space, not because of the code."""
+    for line in text.splitlines():
+        for cause, code in _STORAGE_CAUSES.items():
+            if cause in line:
+                return code, cause, line.strip()
+    return None
 
 
 def static_assert_message(log: str) -> str | None:

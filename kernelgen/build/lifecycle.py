@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -15,26 +14,32 @@ from .. import __version__, knobs, resources
 from ..codegen.guards import precheck, violations
 from ..codegen.launch import LaunchPlan, default_plan
 from ..codegen.render import render_variant
-from ..errors import BuildError, GuardViolation, ToolchainError
+from ..errors import BuildError, GuardViolation, StorageError, ToolchainError, storage_error, writing
 from ..layout.layout import layout_of
 from ..spec.variant import Variant
+from . import processes
 from .buildplan import (
     Unit,
     build_key,
+    failed_outputs,
     first_error_line,
     headers_digest,
     ninja_text,
+    storage_cause,
     trim_nvcc,
 )
 from .store import (
+    CACHE_ELSEWHERE,
     Artifact,
     clean_dead_staging,
     is_published,
     kernels_dir,
     locked,
+    new_staging,
     publish,
     published_problem,
-    staging_prefix,
+    record_ninja,
+    write_file,
 )
 from .toolchain import Toolchain
 
@@ -45,6 +50,7 @@ class Planned:
     source: str
     key: str
     launch_plan: LaunchPlan
+    archs: tuple[str, ...]
 
 
 def read_headers() -> dict[str, bytes]:
@@ -61,41 +67,55 @@ def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     for v, lp in zip(variants, launch_plans or [None] * len(variants)):
         lp = lp or default_plan(v)
         source = render_variant(v, plan=lp)  # prechecks the guards first
-        out.append(Planned(v, source, build_key(source, headers, toolchain, archs, portable), lp))
+        out.append(Planned(v, source, build_key(source, headers, toolchain, archs, portable), lp, archs))
     return out
 
 
 def artifact_for(p: Planned, root: Path) -> Artifact:
-    return Artifact(p.variant, p.key, root / f"{p.variant.name}-{p.key[:20]}", p.launch_plan)
+    return Artifact(p.variant, p.key, root / f"{p.variant.name}-{p.key[:20]}", p.launch_plan, p.archs)
 
 
 Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what ninja just started)
 _STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
 
 
-def run_ninja(build_dir: Path, jobs: int | None, progress: Progress | None = None) -> str:
-    """Run ninja, keeping going past failed units (each unit's log says why), reporting each step it
-    starts to `progress`. Returns ninja's own output; raises BuildError when ninja itself failed
-    before running any unit."""
+def run_ninja(build_dir: Path, jobs: int | None, progress: Progress | None = None,
+              on_start: Callable[[int], None] | None = None, elsewhere: str = CACHE_ELSEWHERE) -> str:
+    """Run ninja, keeping going past failed units (failed_outputs(output) says why each failed), reporting
+    each step it starts to `progress` and its pid to `on_start`. ninja and every compiler it starts die
+    with this build, however it ends (processes.owned). Returns ninja's own output; raises StorageError
+    when the disk refused a write, BuildError when ninja itself failed before running any unit."""
     jobs = jobs if jobs is not None else knobs.jobs()
     if jobs is not None and jobs < 1:
         raise ToolchainError(f"--jobs must be at least 1, got {jobs}")
-    command = ["ninja", "-k", "0"] + (["-j", str(jobs)] if jobs else [])
-    try:
-        proc = subprocess.Popen(command, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    except FileNotFoundError:
-        raise ToolchainError("ninja not found on PATH: pip install ninja") from None
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        raise ToolchainError("ninja not found on PATH: pip install ninja")
     lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        m = _STATUS.match(line.strip())
-        if m and progress is not None:
-            progress(int(m.group(1)), int(m.group(2)), m.group(3))
+    with processes.owned([ninja, "-k", "0"] + (["-j", str(jobs)] if jobs else []), build_dir) as proc:
+        if on_start is not None:
+            on_start(proc.pid)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            m = _STATUS.match(line.strip())
+            if m and progress is not None:
+                progress(int(m.group(1)), int(m.group(2)), m.group(3))
+        code = proc.wait()
     output = "".join(lines).strip()
-    if proc.wait() != 0 and "ninja: error" in output:
+    if code != 0 and "ninja: error" in output:
+        _raise_if_storage(output, build_dir, elsewhere, "ninja")
         raise BuildError(f"ninja failed: {trim_nvcc(output)}")
     return output
+
+
+def _raise_if_storage(text: str, build_dir: Path, elsewhere: str, who: str) -> None:
+    """A build that failed because the disk refused a write is a StorageError naming the build folder
+    (with nvcc's or ninja's own line, which names the file), not a compile error."""
+    found = storage_cause(text)
+    if found is not None:
+        code, cause, line = found
+        raise StorageError(f"{storage_error(OSError(code, cause), build_dir, elsewhere=elsewhere)} ({who}: {line})")
 
 
 def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict[str, object]:
@@ -141,41 +161,39 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
 
 def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, archs: tuple[str, ...],
                   root: Path, jobs: int | None, progress: Progress | None = None, portable: bool = False) -> None:
-    root.mkdir(parents=True, exist_ok=True)
+    with writing(root, CACHE_ELSEWHERE):
+        root.mkdir(parents=True, exist_ok=True)
     clean_dead_staging(root)
-    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=root))
+    staging = new_staging(root)
     try:
         units = []
         for p, a in todo:
             sub = staging / a.directory.name
-            sub.mkdir()
-            (sub / f"{p.variant.name}.cu").write_text(p.source)
+            write_file(sub / f"{p.variant.name}.cu", p.source)
             units.append(Unit(p.variant.name, f"{a.directory.name}/{p.variant.name}.cu", archs,
                               f"{a.directory.name}/{p.variant.name}.so"))
-        (staging / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=True,
-                                                        portable=portable))
-        run_ninja(staging, jobs, progress)
+        write_file(staging / "build.ninja", ninja_text(units, toolchain, str(resources.include_dir()), link=True,
+                                                       portable=portable))
+        outputs = failed_outputs(run_ninja(staging, jobs, progress, lambda pid: record_ninja(staging, pid)))
         failures = []
         for (p, a), u in zip(todo, units):
             built = staging / u.output
             if not built.is_file():
-                failures.append((p.variant, _unit_log(staging, u)))
+                failures.append((p.variant, _unit_log(outputs, u)))
                 continue
             publish(staging / a.directory.name, a, _manifest(a, archs, toolchain))
         if failures:
+            for _, text in failures:
+                _raise_if_storage(text, staging, CACHE_ELSEWHERE, "nvcc")
             raise BuildError(_failure_text(failures))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _read_log(path: Path) -> str:
-    return path.read_text(errors="replace") if path.is_file() else ""
-
-
-def _unit_log(staging: Path, u: Unit) -> str:
-    """nvcc's output for a failed unit: the compile log, else the link log."""
-    for log in (staging / (u.object + ".log"), staging / (u.output + ".log")):
-        text = _read_log(log)
+def _unit_log(outputs: dict[str, str], u: Unit) -> str:
+    """nvcc's output for a failed unit (as ninja relayed it): the compile's, else the link's."""
+    for target in (u.object, u.output):
+        text = outputs.get(target, "")
         if text.strip():
             return text
     return "(nvcc printed nothing)"
@@ -186,6 +204,9 @@ def _failure_text(failures: list[tuple[Variant, str]]) -> str:
     names = ", ".join(v.name for v, _ in failures)
     return (f"nvcc failed for {len(failures)} variant(s) ({names}); first, {first_variant.name}: "
             f"{first_error_line(first_log)}\n{trim_nvcc(first_log)}")
+
+
+_TMP_ELSEWHERE = "set TMPDIR to another folder"
 
 
 @dataclass(frozen=True)
@@ -220,7 +241,9 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
     With check=False the Python precheck is skipped (guard parity tests)."""
     results: list[CheckResult] = []
     units: list[Unit] = []
-    with tempfile.TemporaryDirectory(prefix="kernelgen-check-") as tmp:
+    with writing(tempfile.gettempdir(), _TMP_ELSEWHERE):
+        tmp = tempfile.mkdtemp(prefix="kernelgen-check-")
+    try:
         work = Path(tmp)
         for v in variants:
             if check:
@@ -229,14 +252,19 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
                 except GuardViolation as exc:
                     results += [CheckResult(v.name, arch, False, str(exc)) for arch in archs]
                     continue
-            (work / f"{v.name}.cu").write_text(render_variant(v, check=False, plan=plan))
+            write_file(work / f"{v.name}.cu", render_variant(v, check=False, plan=plan), _TMP_ELSEWHERE)
             units += [Unit(v.name, f"{v.name}.cu", (arch,), f"{v.name}.{arch}.o") for arch in archs]
         if units:
-            (work / "build.ninja").write_text(ninja_text(units, toolchain, str(resources.include_dir()), link=False))
-            run_ninja(work, jobs, progress)
+            write_file(work / "build.ninja", ninja_text(units, toolchain, str(resources.include_dir()), link=False),
+                       _TMP_ELSEWHERE)
+            outputs = failed_outputs(run_ninja(work, jobs, progress, elsewhere=_TMP_ELSEWHERE))
             for u in units:
                 ok = (work / u.output).is_file()
-                results.append(CheckResult(u.name, u.archs[0], ok, "" if ok else first_error_line(_unit_log(work, u))))
+                log = "" if ok else _unit_log(outputs, u)
+                _raise_if_storage(log, work, _TMP_ELSEWHERE, "nvcc")  # a full TMPDIR is no compile result
+                results.append(CheckResult(u.name, u.archs[0], ok, first_error_line(log) if log else ""))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     order = {v.name: i for i, v in enumerate(variants)}
     return sorted(results, key=lambda r: (order[r.variant], archs.index(r.arch)))
 

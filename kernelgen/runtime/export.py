@@ -19,7 +19,7 @@ from ..build.store import Artifact, file_sha256
 from ..codegen import checks
 from ..codegen.launch import LaunchPlan, Route, default_plan, resolve
 from ..codegen.render import x_align
-from ..errors import KernelgenError, LayoutMismatch
+from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
 from ..spec.variant import Launch, Variant
@@ -30,6 +30,7 @@ from .op import _CURRENT, Op, plan_from_record
 
 FORMAT = "kernelgen-export/1"
 MANIFEST = "manifest.json"
+_ELSEWHERE = "export to another folder (-o)"  # the fix a full or read-only output folder ends on
 
 
 def arch_capability(arch: str) -> str:
@@ -106,9 +107,11 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
                                    "layout": layout_json(layout), "abi": abi(v, table), "artifacts": {}}
             entry = entries[v.name]
             target = out_dir / v.name / arch
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(a.library, target / a.library.name)
-            shutil.copyfile(a.source, target / a.source.name)
+            with writing(target, _ELSEWHERE):
+                target.mkdir(parents=True, exist_ok=True)
+            for built in (a.library, a.source):
+                with writing(target / built.name, _ELSEWHERE):
+                    shutil.copyfile(built, target / built.name)
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
                                         "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
@@ -118,7 +121,8 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
                               "defines": list(toolchain.defines)},  # e.g. the packed-float32 build
                 "archs": list(archs), "variants": entries}
     path = out_dir / MANIFEST
-    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    with writing(path, _ELSEWHERE):
+        path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return path
 
 
