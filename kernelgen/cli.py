@@ -359,8 +359,10 @@ def _record_status(r: Any, rgpu: Any, gpu: Any, known: dict[str, Variant]) -> st
     broken = recordcheck.routes_problem(v, r.choice) if v is not None else None
     if broken:
         return f"invalid: {broken}"
-    if r.template != records.record_template(rgpu):
-        return "no: template changed (re-tune)"
+    if v is not None:
+        stale = r.stale(records.current_code(v, rgpu, r.chosen_instances()))
+        if stale:
+            return f"no: the code of {', '.join(stale)} changed (re-tune)"
     if gpu is None:
         return "no GPU"
     return "yes" if rgpu.matches(gpu) else "no: other GPU"

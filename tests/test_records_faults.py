@@ -37,7 +37,8 @@ FAST, SLOW = "t16.b4.v8.pf", "t8.b8.v8"
 
 
 def _record(v: Any, gpu: GpuInfo, choice: tuple[tuple[int, str], ...] = ((64, FAST), (4096, SLOW))) -> records.Record:
-    return records.Record(v.name, v.content_key(), records.template_hash(), gpu, (1, 64, 4096),
+    return records.Record(v.name, v.content_key(), records.current_code(v, gpu, (FAST.removesuffix(".pf"), SLOW))
+                          | records.current_code(v, gpu, (FAST,)), gpu, (1, 64, 4096),
                           {FAST: {1: 1.0, 64: 1.5, 4096: 9.0}, SLOW: {1: 2.0, 64: 3.0, 4096: 4.0}}, {}, choice)
 
 
@@ -133,7 +134,7 @@ def test_a_launch_id_that_breaks_a_guard_is_blamed_on_the_record_not_on_the_spec
     (_set("failures", {SLOW: "wrong: 3 codes differ"}), "recorded as failed"),
     (_set("failures", []), "failures must be an object"),
     (_set("variant", 7), "variant must be a string"),
-    (_drop("template"), "missing 'template'"),
+    (_drop("code"), "missing 'code'"),
     (_drop("timings_us"), "missing 'timings_us'"),
 ])
 def test_each_kind_of_invalid_entry_is_skipped_with_its_reason(tmp_path: Path, caplog: pytest.LogCaptureFixture,
@@ -231,7 +232,7 @@ def test_a_rewritten_record_file_has_the_mode_of_a_normally_created_file(tmp_pat
     try:
         records.write(tmp_path, _record(V, RTX))
         records.write(tmp_path, _record(W, RTX))
-        _file_with(tmp_path / "b", RTX, _drop("template"))
+        _file_with(tmp_path / "b", RTX, _drop("code"))
         records.write(tmp_path / "b", _record(X, RTX))
         (tmp_path / "plain.txt").write_text("x")
     finally:

@@ -143,11 +143,18 @@ def test_failures_are_data_and_never_chosen() -> None:
     assert fast_but_wrong.id not in {lid for lid, _ in again.calls}, "a failed candidate is never retried"
 
 
+def _code(gpu: GpuInfo, timings: dict[str, dict[int, float]], key: str | None = None) -> dict[str, str]:
+    """The code keys of the timed instances as this kernelgen builds them for gpu (or all `key`)."""
+    ids = {records.instance_id(lid) for lid in timings}
+    return {i: key for i in ids} if key else records.current_code(V, gpu, ids)
+
+
 def _record(gpu: GpuInfo, timings: dict[str, dict[int, float]], choice: list[tuple[int, str]],
-            template: str | None = None) -> records.Record:
+            code: dict[str, str] | None = None) -> records.Record:
     """A record as the tuner writes one: every route's bound is a bucket (the last may serve all counts)."""
     buckets = tuple(sorted({1, 4096} | {b for b, _ in choice if b != ALL_TOKENS}))
-    return records.Record(V.name, V.content_key(), template or records.template_hash(), gpu, buckets, timings, {},
+    timed = {**timings, **{lid: {} for _, lid in choice}}
+    return records.Record(V.name, V.content_key(), code or _code(gpu, timed), gpu, buckets, timings, {},
                           tuple(choice))
 
 
@@ -158,8 +165,9 @@ def test_records_round_trip_and_apply_only_to_the_same_gpu_and_template(tmp_path
     assert found is not None and found[0].routes() == [(ALL_TOKENS, fast)]
     assert records.lookup([tmp_path], H200, V) is None
     assert records.lookup([tmp_path], B200, V) is None
-    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)], template="0" * 16))
-    assert records.lookup([tmp_path], H200, V) is None, "a record for another template is never used"
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)],
+                                    code=_code(H200, {fast.id: {}}, "0" * 16)))
+    assert records.lookup([tmp_path], H200, V) is None, "a record that timed other code is never used"
     other_board = replace(H200, bandwidth_gbs=3350)
     records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
     assert records.lookup([tmp_path], H200, V) is not None
@@ -189,14 +197,15 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
 def test_packed_build_has_records_of_its_own_on_sm100_only(tmp_path: Path) -> None:
     """KERNELGEN_PACKED_F32=1 changes the code on sm_100/sm_103 only: records tuned there with it key apart
     from the scalar build's, while every other GPU's records (the shipped H200 ones) still apply."""
-    scalar = records.template_hash()
+    timings = {DEFAULT.id: {1: 1.0}}
+    scalar = {gpu.name: _code(gpu, timings) for gpu in (B200, H200, RTX)}
     with knobs.scope(PACKED_F32="1"):
-        packed = records.record_template(B200)
-        assert records.record_template(H200) == scalar and records.record_template(RTX) == scalar
-        records.write(tmp_path, _record(B200, {DEFAULT.id: {1: 1.0}}, [(ALL_TOKENS, DEFAULT.id)], template=packed))
+        packed = _code(B200, timings)
+        assert _code(H200, timings) == scalar[H200.name] and _code(RTX, timings) == scalar[RTX.name]
+        records.write(tmp_path, _record(B200, timings, [(ALL_TOKENS, DEFAULT.id)], code=packed))
         assert records.lookup([tmp_path], B200, V) is not None
         assert records.lookup(records.search_dirs(), H200, V) is not None, "the shipped H200 record still applies"
-    assert packed != scalar and records.lookup([tmp_path], B200, V) is None
+    assert packed != scalar[B200.name] and records.lookup([tmp_path], B200, V) is None
 
 
 def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
@@ -211,7 +220,7 @@ def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
 
 def _writer(directory: str, i: int) -> None:
     lid = Launch(32, 2, 4).id if i % 2 else DEFAULT.id
-    records.write(Path(directory), records.Record(V.name, V.content_key(), records.template_hash(), H200,
+    records.write(Path(directory), records.Record(V.name, V.content_key(), _code(H200, {lid: {}}), H200,
                                                   (1 << i,), {lid: {1 << i: float(i + 1)}}, {}, ((1 << i, lid),)),
                   lambda r: select(r.timings, r.buckets, DEFAULT))
 
@@ -246,22 +255,43 @@ def test_launch_ids_round_trip() -> None:
     assert isinstance(Outcome(), Outcome)
 
 
-def test_a_record_moves_to_another_template_only_with_its_chosen_instances_proven(tmp_path: Path) -> None:
+def test_a_record_moves_to_new_code_keys_only_with_its_chosen_instances_proven(tmp_path: Path) -> None:
     fast, slow, other = Launch(32, 2, 4, False, True), Launch(8, 8, 8), Launch(16, 4, 8)
-    old = _record(H200, {fast.id: {1: 1.0}, replace(fast, pdl=False).id: {1: 1.2}, slow.id: {1: 3.0},
-                         other.id: {1: 2.0}}, [(ALL_TOKENS, fast.id)], template="0" * 16)
+    timings = {fast.id: {1: 1.0}, fast.instance.id: {1: 1.2}, slow.id: {1: 3.0}, other.id: {1: 2.0}}
+    old = _record(H200, timings, [(ALL_TOKENS, fast.id)], code=_code(H200, timings, "0" * 16))
     old = replace(old, failures={Launch(4, 16, 8).id: "wrong: 1 code differs"})
-    proven = {records.instance_id(fast.id), slow.id}
-    moved = records.rekeyed(old, records.template_hash(), proven, "sm_90a SASS identical")
-    assert set(moved.timings) == {fast.id, replace(fast, pdl=False).id, slow.id}  # PDL is not code: both kept
-    assert moved.failures == {} and moved.choice == old.choice and moved.template == records.template_hash()
-    assert moved.method["rekeyed"] == [{"from_template": "0" * 16, "proof": "sm_90a SASS identical"}]
-    again = records.rekeyed(replace(moved, template="1" * 16), records.template_hash(), proven, "again")
-    assert [step["from_template"] for step in again.method["rekeyed"]] == ["0" * 16, "1" * 16]  # the whole chain
+    proven = records.current_code(V, H200, {fast.instance.id, slow.id})
+    moved = records.rekeyed(old, proven, "sm_90a SASS identical")
+    assert set(moved.timings) == {fast.id, fast.instance.id, slow.id}  # PDL is not code: both kept
+    assert moved.failures == {} and moved.choice == old.choice and moved.code == proven
+    assert moved.method["rekeyed"] == [{"from_code": old.code, "proof": "sm_90a SASS identical"}]
+    again = records.rekeyed(moved, proven, "again")
+    assert [step["proof"] for step in again.method["rekeyed"]] == ["sm_90a SASS identical", "again"]  # the chain
     records.write(tmp_path, moved)
     assert records.lookup([tmp_path], H200, V) is not None
     with pytest.raises(ValueError, match="not among the proven"):
-        records.rekeyed(old, records.template_hash(), {slow.id}, "proof")
+        records.rekeyed(old, records.current_code(V, H200, {slow.id}), "proof")
+
+
+def test_a_kernel_edit_invalidates_exactly_the_instances_that_timed_it(tmp_path: Path, monkeypatch) -> None:
+    """A record keeps applying through edits that leave its kernels alone (comments); an edit that changes
+    a kernel's code makes its record stale, and the next write drops the stale instance's timings only."""
+    fast = Launch(32, 2, 4, False, True)
+    timings = {fast.id: {1: 1.0}, DEFAULT.id: {1: 2.0}}
+    records.write(tmp_path, _record(H200, timings, [(ALL_TOKENS, fast.id)]))
+    headers = dict(records._headers())
+    main = "fused_norm_rope_store.cuh"
+    commented = {**headers, main: headers[main] + b"\n// a comment added by an edit\n"}
+    monkeypatch.setattr(records, "_headers", lambda: tuple(commented.items()))
+    assert records.lookup([tmp_path], H200, V) is not None, "a comment keeps the record"
+    changed = {**headers, main: headers[main].replace(b"kHadamardExchangeBytes = 32768", b"kHadamardExchangeBytes = 16384")}
+    assert changed != headers
+    monkeypatch.setattr(records, "_headers", lambda: tuple(changed.items()))
+    assert records.lookup([tmp_path], H200, V) is None, "a kernel edit makes the record stale"
+    records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 2.5}}, [(ALL_TOKENS, DEFAULT.id)]),
+                  current=lambda ids: records.current_code(V, H200, ids))
+    [(_, _, merged)] = records.all_records(tmp_path)
+    assert set(merged.timings) == {DEFAULT.id} and merged.timings[DEFAULT.id] == {1: 2.5}
 
 
 def test_rekey_compares_the_launch_code_not_only_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:

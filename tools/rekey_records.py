@@ -24,7 +24,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from sass_count import kernels  # tools/ is on sys.path when this script runs
@@ -48,6 +47,8 @@ from kernelgen.spec.parse import shipped_variants
 from kernelgen.spec.variant import Launch
 by_name = {v.name: v for v in shipped_variants()}
 for job in json.load(open(sys.argv[1])):
+    if job["variant"] not in by_name:  # a variant REV did not ship: nothing to compare
+        continue
     v = by_name[job["variant"]]
     plan = plan_routes(v, [(ALL_TOKENS, resolve(v).launch)], tuple(Launch.from_id(i) for i in job["instances"]))
     open(job["out"], "w").write(render_variant(v, plan=plan))
@@ -78,8 +79,15 @@ def launch_code(header: str) -> str:
     return "\n".join(parts)
 
 
-def arch_of(gpu: records.GpuInfo) -> str:
-    return f"sm_{gpu.capability.replace('.', '')}a"
+def old_entries(path: Path) -> tuple[records.GpuInfo, dict[str, tuple[records.Record, dict]]]:
+    """A record file of schema 1 (one template hash) or 2 (code keys), as records and their raw entries."""
+    raw = json.loads(path.read_text())
+    gpu = records.GpuInfo.from_dict(raw["gpu"])
+    out = {}
+    for key, d in raw["variants"].items():
+        record = records.Record.from_json(key, gpu, {**d, "code": d.get("code", {})})
+        out[key] = (record, d)
+    return gpu, out
 
 
 def main() -> int:
@@ -95,15 +103,17 @@ def main() -> int:
     if not cuobjdump:
         print("rekey: no cuobjdump (install CUDA's or set KERNELGEN_CUOBJDUMP=path)", file=sys.stderr)
         return 2
-    found = records.read_file(args.record_file)
-    if found is None:
-        print(f"rekey: {args.record_file} is not a tuning record file", file=sys.stderr)
+    try:
+        gpu, by_key = old_entries(args.record_file)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"rekey: {args.record_file} is not a tuning record file ({exc})", file=sys.stderr)
         return 2
-    gpu, by_key = found
     rev = args.rev if args.archive else subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", args.rev], check=True, capture_output=True,
         text=True).stdout.strip()  # a fixed commit in the proof, not a moving name like HEAD
-    arch, new_hash = arch_of(gpu), records.template_hash()
+    arch = records.arch_of(gpu)
+    moved_records: list[records.Record] = []
+    left: list[records.Rejected] = []  # records not moved: kept beside the file, never dropped
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         old_tree = tmp / "old"
@@ -112,7 +122,6 @@ def main() -> int:
             ["git", "-C", str(REPO), "archive", rev, "kernelgen", "templates", "specs"], check=True,
             capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
-        old_hash = records.template_hash(old_tree / "templates")
         if launch_code((old_tree / "templates" / HEADER).read_text()) != launch_code((include_dir() / HEADER).read_text()):
             names = " and ".join(sig.split()[-1].rstrip("(") for sig in LAUNCH_FUNCTIONS)
             print(f"rekey: the launch code ({names} in {HEADER}: grid, block, attributes, parameters) differs "
@@ -121,17 +130,17 @@ def main() -> int:
             return 3
         variants = {v.content_key(): resolve(v) for v in shipped_variants()}
         todo: list[tuple[records.Record, Variant, list[str]]] = []
-        for key, record in sorted(by_key.items(), key=lambda kv: kv[1].variant):
-            if record.template == new_hash:
-                print(f"{record.variant}: already for this template")
-            elif record.template != old_hash:
-                print(f"{record.variant}: timed with template {record.template}, not {rev}'s ({old_hash}): skipped")
-            elif key not in variants:
+        for key, (record, _) in sorted(by_key.items(), key=lambda kv: kv[1][0].variant):
+            if key not in variants:
                 print(f"{record.variant}: not a shipped variant of this checkout: skipped")
-            else:
-                v = variants[key]
-                ids = {records.instance_id(lid) for _, lid in record.choice} | {replace(v.launch, pdl=False).id}
-                todo.append((record, v, sorted(ids)))
+                continue
+            v = variants[key]
+            ids = sorted(record.chosen_instances() | {v.launch.instance.id})
+            if record.code and not record.stale(records.current_code(v, gpu, ids)):
+                print(f"{record.variant}: already keyed to this code")
+                moved_records.append(record)
+                continue
+            todo.append((record, v, ids))
         jobs = [{"variant": v.name, "instances": ids, "out": str(tmp / f"old_{v.name}.cu")} for _, v, ids in todo]
         (tmp / "jobs.json").write_text(json.dumps(jobs))
         (tmp / "old_render.py").write_text(OLD_RENDER)
@@ -142,23 +151,37 @@ def main() -> int:
             (tmp / f"new_{v.name}.cu").write_text(render_variant(v, plan=plan))
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             old = {v.name: pool.submit(kernels, tmp / f"old_{v.name}.cu", old_tree / "templates", arch, cuobjdump)
-                   for _, v, _ in todo}
+                   for _, v, _ in todo if (tmp / f"old_{v.name}.cu").exists()}
             new = {v.name: pool.submit(kernels, tmp / f"new_{v.name}.cu", include_dir(), arch, cuobjdump)
-                   for _, v, _ in todo}
-            moved = 0
+                   for _, v, _ in todo if (tmp / f"old_{v.name}.cu").exists()}
             for record, v, ids in todo:
+                if not (tmp / f"old_{v.name}.cu").exists():
+                    print(f"{v.name}: not a variant of {rev}: kept as it is")
+                    moved_records.append(record)
+                    continue
                 a, b = old[v.name].result(), new[v.name].result()
                 if a and a == b:
-                    proof = (f"{arch} SASS of {len(a)} kernels identical between {rev} ({old_hash}) and this "
-                             f"template ({new_hash}) for {', '.join(ids)} (tools/rekey_records.py)")
+                    was = by_key[record.content_key][1].get("template")  # a schema-1 record's one hash
+                    proof = (f"{arch} SASS of {len(a)} kernels identical between {rev}"
+                             + (f" (template {was})" if was else "") + f" and this checkout for "
+                             f"{', '.join(ids)} (tools/rekey_records.py)")
                     print(f"{v.name}: {len(a)} kernels identical for {', '.join(ids)}: moved")
-                    if not args.dry_run:
-                        records.write(args.record_file.parent, records.rekeyed(record, new_hash, set(ids), proof))
-                    moved += 1
+                    moved_records.append(records.rekeyed(record, records.current_code(v, gpu, ids), proof))
                 else:
                     differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
                     print(f"{v.name}: kernels differ ({len(differ)}: {differ[:2]}...): left for a re-tune")
-    print(f"rekey: {moved} of {len(by_key)} records moved to template {new_hash}" + (" (dry run)" if args.dry_run else ""))
+                    left.append(records.Rejected(record.content_key, record.variant,
+                                                 f"its kernels differ from {rev}'s in this checkout: re-tune",
+                                                 {"entry": by_key[record.content_key][1]}))
+    if moved_records and not args.dry_run:  # a fresh file of this schema: the moved records only
+        with tempfile.TemporaryDirectory(dir=args.record_file.parent) as staging:
+            for record in moved_records:
+                records.write(Path(staging), record)
+            os.replace(records.record_file(Path(staging), gpu), args.record_file)
+        if left:
+            print(f"rekey: {len(left)} records not moved are kept in {records.set_aside(args.record_file, left, gpu)}")
+    print(f"rekey: {len(moved_records)} of {len(by_key)} records keyed to this checkout's code"
+          + (" (dry run)" if args.dry_run else ""))
     return 0
 
 

@@ -12,42 +12,33 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, knobs
+from .. import __version__
 from ..build import toolchain as tc
+from ..build.arch import capability_of_arch
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
-from ..codegen.launch import LaunchPlan, Route, default_plan, resolve
+from ..codegen.launch import LaunchPlan, Route, resolve
 from ..codegen.render import x_align
 from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
 from ..spec.variant import Launch, Variant
-from ..tune import records
+from ..tune import lookup
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
-from .op import _CURRENT, Op, plan_from_record
+from .op import _CURRENT, Op
 
 FORMAT = "kernelgen-export/1"
 MANIFEST = "manifest.json"
 _ELSEWHERE = "export to another folder (-o)"  # the fix a full or read-only output folder ends on
 
 
-def arch_capability(arch: str) -> str:
-    """'sm_90a' -> '9.0', 'sm_120a' -> '12.0'."""
-    digits = arch.removeprefix("sm_").rstrip("af")
-    return f"{digits[:-1]}.{digits[-1]}"
-
-
 def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
-    """The dispatch tuned on a GPU of this arch (user records first, then shipped), else the defaults."""
-    found = None
-    if knobs.use_tuned():
-        found = records.find(records.search_dirs(), v, lambda gpu: gpu.capability == arch_capability(arch))
-    if found is None:
-        return default_plan(v), "defaults"
-    record, _ = found
-    return plan_from_record(v, record), record.gpu.slug
+    """The dispatch tuned on a GPU of this arch (the load path's lookup rule, for the GPU models recorded
+    with this compute capability), else the defaults."""
+    found = lookup.tuned(v, lookup.record_gpus(capability_of_arch(arch)))
+    return found.plan, found.gpu.slug if found.gpu is not None else "defaults"
 
 
 _NOTES = {"x": "last dim contiguous; rows aligned to the artifact's x_align bytes",
@@ -130,7 +121,7 @@ def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> st
     if gpu is None:
         raise KernelgenError(f"{directory}: no CUDA GPU here; the export holds {', '.join(available)}")
     for arch in available:
-        if arch_capability(arch) == gpu.capability:
+        if capability_of_arch(arch) == gpu.capability:
             return arch
     raise KernelgenError(f"{directory}: no library for {gpu.name} (compute capability {gpu.capability}); the export "
                          f"holds {', '.join(available)}: export again with --arch sm_{gpu.capability.replace('.', '')}a")

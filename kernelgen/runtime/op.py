@@ -1,7 +1,6 @@
 """Load a built variant through tvm-ffi and call it with checked tensors on torch's current stream."""
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,6 @@ from ..layout.pages import pages_of
 from ..spec.parse import load_spec
 from ..spec.variant import Variant
 from ..tune import lookup
-from ..tune.lookup import plan_from_record  # noqa: F401  (export imports it from here)
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
 
@@ -154,7 +152,7 @@ class Op:
     def variant_for(self, num_tokens: int) -> Variant:
         """The variant with the launch configuration a call of num_tokens rows runs. The reference
         replays that configuration's reduction order, so compare a call's bytes against this one."""
-        return self.variant.with_launch(replace(self.plan.pick(num_tokens)[0], pdl=False))
+        return self.variant.with_launch(self.plan.pick(num_tokens)[0].instance)
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,

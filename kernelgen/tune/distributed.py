@@ -6,6 +6,7 @@ returns its outcome with the identity of the GPU it ran on. The driver merges ev
 one record file per GPU model, through the same locked merge as local tuning."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -15,6 +16,8 @@ from . import records
 from .gpu import GpuInfo
 from .runner import outcome_from_json
 from .search import Outcome
+
+log = logging.getLogger("kernelgen.tune")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ def run_tasks(tasks: list[SearchTask], execute: Execute, gpus_per_task: float = 
 def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str, str],
                   method: dict[str, Any]) -> list[Path]:
     """Merge every successful result into the record file of the GPU it ran on."""
+    from ..spec.parse import load_spec
     from ..spec.variant import Launch
     from .search import select
 
@@ -87,8 +91,14 @@ def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str,
         if r.outcome is None or r.gpu is None:
             continue
         default = Launch.from_id(r.task.default)
-        record = records.Record(r.task.variant, r.task.content_key, records.record_template(r.gpu), r.gpu,
-                                r.task.buckets, r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice),
-                                toolchain, method)
-        paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
+        v = next(x for x in load_spec(r.task.spec).variants if x.name == r.task.variant)
+        code = records.current_code(v, r.gpu, (records.instance_id(lid) for lid in [*r.outcome.timings,
+                                                                                     *r.outcome.failures]))
+        record = records.Record(r.task.variant, r.task.content_key, code, r.gpu, r.task.buckets, r.outcome.timings,
+                                r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
+        try:
+            paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d),
+                                       lambda ids, v=v, g=r.gpu: records.current_code(v, g, ids)))
+        except TuningError as exc:  # one result that cannot be written does not stop the others
+            log.warning("%s", exc)
     return sorted(set(paths))

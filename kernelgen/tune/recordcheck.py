@@ -11,7 +11,7 @@ from ..codegen.launch import ALL_TOKENS
 from ..spec.variant import Launch, Variant
 
 # Keys every entry has, and the optional ones (written by every kernelgen, but absent from hand-made files).
-REQUIRED = ("variant", "template", "buckets", "timings_us", "choice")
+REQUIRED = ("variant", "code", "buckets", "timings_us", "choice")
 OPTIONAL_OBJECTS = ("failures", "toolchain", "method")
 GPU_FIELDS = (("name", str, True), ("capability", str, True), ("sms", int, True), ("memory_gb", int, False),
               ("bandwidth_gbs", int, False))
@@ -157,6 +157,19 @@ def _choice_problem(choice: Any, buckets: list[int], failures: dict[str, Any]) -
     return None
 
 
+def _code_problem(code: Any) -> str | None:
+    """code: instance id -> the key of the code it timed (strings; ids that parse, without launch options)."""
+    if not isinstance(code, dict):
+        return f"code must be an object, got {_kind(code)}"
+    for iid, key in code.items():
+        if not isinstance(key, str):
+            return f"code[{shown(iid)}] must be a string, got {_kind(key)}"
+        why = launch_id_problem(iid)
+        if why:
+            return f"code: {why}"
+    return None
+
+
 def entry_problem(raw: Any) -> str | None:
     """Why one entry of a record file's `variants` cannot be used, whatever the variant (None: it can)."""
     if not isinstance(raw, dict):
@@ -164,9 +177,11 @@ def entry_problem(raw: Any) -> str | None:
     for key in REQUIRED:
         if key not in raw:
             return f"missing '{key}'"
-    for key in ("variant", "template"):
-        if not isinstance(raw[key], str):
-            return f"{key} must be a string, got {_kind(raw[key])}"
+    if not isinstance(raw["variant"], str):
+        return f"variant must be a string, got {_kind(raw['variant'])}"
+    why = _code_problem(raw["code"])
+    if why:
+        return why
     for key in OPTIONAL_OBJECTS:
         if not isinstance(raw.get(key, {}), dict):
             return f"{key} must be an object, got {_kind(raw[key])}"

@@ -1,11 +1,13 @@
 """Tuning records on disk: one JSON file per GPU, entries per variant; atomic, merging writes.
 
-What invalidates a record (never used, and replaced on the next write): another GPU (name,
-compute capability, SM count, or memory bandwidth where known), another template (the hash of
-the kernel template and headers, which define what a launch configuration means; on sm_100 and
-sm_103 also whether KERNELGEN_PACKED_F32 was set, which changes the code there), another schema.
-A toolchain upgrade (nvcc, driver, tvm-ffi, kernelgen) does not: the record is still used,
-`kernelgen tune --show` marks it, and re-tuning refreshes it.
+A record holds for the code it timed: each timed instance (a launch configuration without its
+launch options) carries the key of its build inputs (tune/codekey.py: its constants in the rendered
+source, the kernel headers without comments, the arch, nvcc's release, flags and defines). A record
+applies where every configuration it routes to still has its key; timings of an instance whose code
+changed are dropped at the next write. Editing Python, host code outside the kernels' definition or
+comments keeps every record; an edit that changes a kernel invalidates exactly the records that
+timed it. Another GPU (name, compute capability, SM count, or memory bandwidth where known) or
+another schema invalidates a record too.
 
 Files are read entry by entry (kernelgen/tune/recordcheck.py says what makes an entry unusable): an
 unusable entry, or a file that is not JSON of this schema, is reported once and passed over, and the
@@ -15,24 +17,29 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .. import knobs, resources
+from ..build import toolchain
+from ..build.arch import arch_of_capability
+from ..build.buildplan import CUDA_FLAGS
+from ..build.lifecycle import read_headers
+from ..codegen.launch import resolve
 from ..errors import TuningError
 from ..spec.variant import Launch, Variant
-from . import recordcheck
+from . import codekey, recordcheck
 from .gpu import GpuInfo
 from .search import Outcome
 
-SCHEMA = 1
+SCHEMA = 2  # 2: per-instance code keys (1 held one hash of every template file)
 log = logging.getLogger("kernelgen.tune")
 
 
@@ -40,33 +47,47 @@ log = logging.getLogger("kernelgen.tune")
 PACKED_CAPABILITIES = ("10.0", "10.3")
 
 
-def template_hash(folder: Path | None = None, packed: bool = False) -> str:
-    """Hash of the kernel template and its headers (default: this kernelgen's), and of whether the build
-    packs float32 pairs: a record is only valid for the code it timed."""
-    h = hashlib.sha256()
-    folder = folder or resources.template_dir()
-    for path in sorted([*folder.glob("*.j2"), *(folder / "kernelgen").glob("*.cuh")]):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    if packed:
-        h.update(b"KERNELGEN_PACKED_F32\0")
-    return h.hexdigest()[:16]
-
-
 def packs(gpu: GpuInfo) -> bool:
     """Whether this process's builds for gpu pack float32 pairs (KERNELGEN_PACKED_F32=1 on sm_100/sm_103)."""
     return knobs.packed_f32() and gpu.capability in PACKED_CAPABILITIES
 
 
-def record_template(gpu: GpuInfo) -> str:
-    """The template key of records for gpu from this process: what its builds for that GPU run."""
-    return template_hash(packed=packs(gpu))
+def arch_of(gpu: GpuInfo) -> str:
+    """The arch a GPU's builds target: capability '9.0' -> 'sm_90a' (the arch-specific form kernelgen builds)."""
+    return arch_of_capability(gpu.capability)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler(packed: bool) -> str:
+    tc = toolchain.detect()
+    return codekey.compiler_fingerprint(tc.nvcc_version, CUDA_FLAGS, tc.defines if packed else ())
+
+
+@functools.lru_cache(maxsize=1)
+def _headers() -> tuple[tuple[str, bytes], ...]:
+    return tuple(read_headers().items())
+
+
+def current_code(v: Variant, gpu: GpuInfo, instance_ids: Iterable[str]) -> dict[str, str]:
+    """The key of each instance's code as this kernelgen and toolchain build it for gpu."""
+    headers, compiler, arch = dict(_headers()), _compiler(packs(gpu)), arch_of(gpu)
+    return {iid: _instance_key(v, iid, arch, compiler, headers) for iid in sorted(set(instance_ids))}
+
+
+def _instance_key(v: Variant, iid: str, arch: str, compiler: str, headers: dict[str, bytes]) -> str:
+    return _cached_key(v, iid, arch, compiler, tuple(sorted(headers.items())))
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_key(v: Variant, iid: str, arch: str, compiler: str, headers: tuple[tuple[str, bytes], ...]) -> str:
+    return codekey.instance_key(resolve(v), Launch.from_id(iid), dict(headers), arch, compiler)
 
 
 @dataclass(frozen=True)
 class Record:
     variant: str  # the name it was tuned under (for people; the key is the content key)
     content_key: str
-    template: str
+    code: dict[str, str]  # instance id (launch id without launch options) -> key of the code it timed
     gpu: GpuInfo
     buckets: tuple[int, ...]
     timings: dict[str, dict[int, float]]
@@ -78,9 +99,16 @@ class Record:
     def routes(self) -> list[tuple[int, Launch]]:
         return [(bound, Launch.from_id(lid)) for bound, lid in self.choice]
 
+    def chosen_instances(self) -> set[str]:
+        return {instance_id(lid) for _, lid in self.choice}
+
+    def stale(self, current: dict[str, str]) -> list[str]:
+        """The chosen instances whose code is not what it timed (current: instance id -> key now)."""
+        return sorted(i for i in self.chosen_instances() if self.code.get(i) != current.get(i))
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "variant": self.variant, "template": self.template, "buckets": list(self.buckets),
+            "variant": self.variant, "code": dict(sorted(self.code.items())), "buckets": list(self.buckets),
             "choice": [[b, lid] for b, lid in self.choice],
             "timings_us": {lid: {str(b): round(us, 4) for b, us in sorted(t.items())} for lid, t in sorted(self.timings.items())},
             "failures": dict(sorted(self.failures.items())), "toolchain": self.toolchain, "method": self.method,
@@ -88,7 +116,8 @@ class Record:
 
     @classmethod
     def from_json(cls, key: str, gpu: GpuInfo, d: dict[str, Any]) -> Record:
-        return cls(str(d["variant"]), key, str(d["template"]), gpu, tuple(int(b) for b in d["buckets"]),
+        return cls(str(d["variant"]), key, {str(i): str(k) for i, k in d["code"].items()}, gpu,
+                   tuple(int(b) for b in d["buckets"]),
                    {lid: {int(b): float(us) for b, us in t.items()} for lid, t in d["timings_us"].items()},
                    {str(k): str(v) for k, v in d.get("failures", {}).items()},
                    tuple((int(b), str(lid)) for b, lid in d["choice"]), dict(d.get("toolchain", {})),
@@ -100,20 +129,19 @@ class Record:
 
 def instance_id(launch_id: str) -> str:
     """The compiled instance a launch id runs (PDL is a launch attribute, not code)."""
-    return replace(Launch.from_id(launch_id), pdl=False).id
+    return Launch.from_id(launch_id).instance.id
 
 
-def rekeyed(record: Record, template: str, proven: set[str], proof: str) -> Record:
-    """The record moved to another template whose compiled code was shown identical for the `proven`
-    instances (launch ids without PDL): timings kept only for those, failures dropped (they were about
-    the old code and are retried at the next tune). Every chosen route must be proven."""
-    unproven = [lid for _, lid in record.choice if instance_id(lid) not in proven]
+def rekeyed(record: Record, code: dict[str, str], proof: str) -> Record:
+    """The record moved to new code keys for the instances in `code`, whose compiled kernels were shown
+    identical (e.g. their SASS): timings kept only for those, failures dropped (they were about the old
+    code and are retried at the next tune). Every chosen route must be among them."""
+    unproven = [lid for _, lid in record.choice if instance_id(lid) not in code]
     if unproven:
         raise ValueError(f"{record.variant}: chosen configurations {unproven} are not among the proven instances")
-    timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in proven}
-    steps = [*record.method.get("rekeyed", []), {"from_template": record.template, "proof": proof}]  # oldest first
-    return replace(record, template=template, timings=timings, failures={},
-                   method={**record.method, "rekeyed": steps})
+    timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in code}
+    steps = [*record.method.get("rekeyed", []), {"from_code": dict(sorted(record.code.items())), "proof": proof}]
+    return replace(record, code=dict(code), timings=timings, failures={}, method={**record.method, "rekeyed": steps})
 
 
 def record_file(directory: Path, gpu: GpuInfo) -> Path:
@@ -234,24 +262,21 @@ def search_dirs() -> list[Path]:
 
 def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
          pattern: str = "*.json") -> tuple[Record, Path] | None:
-    """The first usable record for v and this template whose GPU `accept`s, searching directories in order
-    (record files matching `pattern`). A record whose routes break one of v's launch guards is reported
-    (as the record's fault, not the spec's) and passed over."""
-    key, templates = v.content_key(), {False: template_hash()}
+    """The first usable record for v whose GPU `accept`s and whose chosen instances are the code this
+    kernelgen builds, searching directories in order (record files matching `pattern`). A record whose
+    routes break one of v's launch guards is reported (as the record's fault, not the spec's) and passed over."""
+    key = v.content_key()
     for directory in directories:
         for path in record_files(directory, pattern):
             found = read(path)
             record = found.records.get(key) if found is not None and found.gpu is not None else None
             if record is None or not accept(record.gpu):
                 continue
-            packed = packs(record.gpu)
-            if packed not in templates:
-                templates[packed] = template_hash(packed=True)
-            if record.template != templates[packed]:
-                continue
             why = recordcheck.routes_problem(v, record.choice)
             if why:
                 report(path, key, record.variant, why)
+                continue
+            if record.stale(current_code(v, record.gpu, record.chosen_instances())):
                 continue
             return record, path
     return None
@@ -275,11 +300,21 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def merge(old: Record | None, new: Record) -> Record:
-    """Timings of both (the newer measurement wins per config and bucket); failures likewise. A record
-    for another template is replaced, not merged. The caller recomputes the choice."""
-    if old is None or old.template != new.template:
+def merge(old: Record | None, new: Record, current: dict[str, str] | None = None) -> Record:
+    """Timings of both (the newer measurement wins per config and bucket); failures likewise. Old
+    timings and failures of an instance whose code key differs from the new record's, or from
+    `current` (instance id -> key as this kernelgen builds it), are dropped: they timed other code.
+    The caller recomputes the choice."""
+    if old is None:
         return new
+    code = {**old.code, **(current or {}), **new.code}
+
+    def same_code(lid: str) -> bool:
+        i = instance_id(lid)
+        return old.code.get(i) == code.get(i)
+
+    old = replace(old, timings={lid: t for lid, t in old.timings.items() if same_code(lid)},
+                  failures={lid: f for lid, f in old.failures.items() if same_code(lid)})
     timings = {lid: dict(t) for lid, t in old.timings.items()}
     for lid, t in new.timings.items():
         timings.setdefault(lid, {}).update(t)
@@ -290,7 +325,8 @@ def merge(old: Record | None, new: Record) -> Record:
     for lid in failures:
         timings.pop(lid, None)
     buckets = tuple(sorted(set(old.buckets) | set(new.buckets)))
-    return Record(new.variant, new.content_key, new.template, new.gpu, buckets, timings, failures, new.choice,
+    code = {i: k for i, k in code.items() if any(instance_id(lid) == i for lid in [*timings, *failures])}
+    return Record(new.variant, new.content_key, code, new.gpu, buckets, timings, failures, new.choice,
                   new.toolchain, new.method)
 
 
@@ -346,9 +382,11 @@ def set_aside(path: Path, items: list[Rejected], gpu: GpuInfo | None) -> Path:
     return target
 
 
-def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
+def write(directory: Path, record: Record, rechoose: Any = None,
+          current: Callable[[Iterable[str]], dict[str, str]] | None = None) -> Path:
     """Merge record into its GPU's file under a lock: re-read, merge, write a temp file, rename.
-    `rechoose(merged) -> choice` recomputes the choice from the merged timings. Every other usable entry
+    `rechoose(merged) -> choice` recomputes the choice from the merged timings; `current(instance ids)`
+    gives their code keys now (the old record's timings of changed code are dropped). Every other usable entry
     is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
     even when the writer dies between the two renames. A record that would not be usable is refused."""
     path = record_file(directory, record.gpu)
@@ -357,7 +395,9 @@ def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
             leftover.unlink(missing_ok=True)  # temp files of writers killed mid-write (safe: they held this lock)
         found = scan(path)
         records, aside = carried(found, record.gpu)
-        merged = merge(records.get(record.content_key), record)
+        old = records.get(record.content_key)
+        now = current(old.code) if current is not None and old is not None else None
+        merged = merge(old, record, now)
         if rechoose is not None:
             merged = replace(merged, choice=tuple(rechoose(merged)))
         why = recordcheck.entry_problem(merged.to_json())

@@ -198,9 +198,14 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
             return VariantResult(v, None, None, str(exc))
         outcome.failures.update(failures)
         default = resolve(v).launch
-        record = records.Record(v.name, v.content_key(), records.record_template(gpu), gpu, buckets, outcome.timings,
+        code = records.current_code(v, gpu, (records.instance_id(lid) for lid in [*outcome.timings, *outcome.failures]))
+        record = records.Record(v.name, v.content_key(), code, gpu, buckets, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
-        path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default))
+        try:
+            path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default),
+                                 lambda ids: records.current_code(v, gpu, ids))
+        except TuningError as exc:  # e.g. every candidate failed: nothing to route to
+            return VariantResult(v, outcome, None, str(exc))
         return VariantResult(v, outcome, path)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(gpus)) as pool:
