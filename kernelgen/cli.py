@@ -18,7 +18,7 @@ from .build import toolchain as tc
 from .codegen.guards import GUARDS, violations
 from .codegen.launch import resolve
 from .codegen.render import render_variant
-from .errors import KernelgenError
+from .errors import KernelgenError, storage_error
 from .layout.layout import layout_of
 from .spec.parse import Spec, load_spec, shipped_specs
 from .spec.variant import Variant
@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except OSError as exc:  # an unwritable -o or cache dir, a full disk: say which file and why
-        err.print(f"error: {exc.filename or ''}: {exc.strerror or exc}", markup=False)
+        err.print(f"error: {storage_error(exc, exc.filename or '(a file kernelgen could not name)')}", markup=False)
         return 1
     except KernelgenError as exc:
         lines = str(exc).splitlines() or [type(exc).__name__]

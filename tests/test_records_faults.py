@@ -267,3 +267,25 @@ def test_tune_show_marks_invalid_entries_and_unreadable_files(tmp_path: Path, ca
     assert "invalid:" not in row("user", "rtx", W.name) and "invalid:" not in row("user", "nvidia-h200", W.name)
     assert "invalid: not JSON" in row("user", "nvidia-b200")
     assert not [r for r in rows if "shipped" in r and "invalid" in r]
+
+
+def test_a_full_disk_during_a_record_write_is_one_line_naming_the_file(tmp_path: Path, monkeypatch) -> None:
+    """ENOSPC while writing a record (a tune's last step) is a StorageError naming the record file, and
+    the file as it was stays whole."""
+    import errno
+
+    from kernelgen.errors import StorageError
+
+    records.write(tmp_path, _record(V, RTX))
+    path = records.record_file(tmp_path, RTX)
+    before = path.read_bytes()
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(records, "_write_text", full)
+    with pytest.raises(StorageError) as info:
+        records.write(tmp_path, _record(W, RTX))
+    message = str(info.value)
+    assert str(path) in message and "No space left on device" in message and "\n" not in message
+    assert path.read_bytes() == before

@@ -33,7 +33,7 @@ from ..build.arch import arch_of_capability
 from ..build.buildplan import CUDA_FLAGS
 from ..build.lifecycle import read_headers
 from ..codegen.launch import resolve
-from ..errors import TuningError
+from ..errors import TuningError, writing
 from ..spec.variant import Launch, Variant
 from . import codekey, recordcheck
 from .gpu import GpuInfo
@@ -390,7 +390,7 @@ def write(directory: Path, record: Record, rechoose: Any = None,
     is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
     even when the writer dies between the two renames. A record that would not be usable is refused."""
     path = record_file(directory, record.gpu)
-    with _locked(path):
+    with writing(path, elsewhere="set KERNELGEN_CACHE_DIR (or --out) to another folder"), _locked(path):
         for leftover in [*path.parent.glob(f".{path.name}.*"), *path.parent.glob(f".{rejected_file(path).name}.*")]:
             leftover.unlink(missing_ok=True)  # temp files of writers killed mid-write (safe: they held this lock)
         found = scan(path)
