@@ -495,14 +495,15 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   if constexpr (Cfg::kStore == Store::kFp8VllmUe8m0) {
     if (!nan_row) scale = exp2f(ceilf(log2f(scale)));  // a NaN row keeps the canonical NaN scale bytes
   }
+  if constexpr (Cfg::kStore == Store::kFp8E4m3) {
+    const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    uint8_t* dst = page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c);
-    if constexpr (Cfg::kStore == Store::kFp8E4m3) {
-      store_e4m3(r, c, rcp_rn_in_range(scale), dst, nan_row, write);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or NaN)
-    } else {
-      store_e4m3_divided(r, c, scale, dst, nan_row, write);
-    }
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3(r, c, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  } else {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3_divided(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   }
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
