@@ -1,1 +1,1 @@
-"""Content-addressed keys and ninja text (pure), toolchain discovery, and the one build lifecycle."""
+"""Content-addressed keys and ninja text (pure), toolchain discovery, the one lock helper and the one build lifecycle."""

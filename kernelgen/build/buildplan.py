@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import __version__
+from ninja.ninja_syntax import Writer, escape  # ninja's own writer, shipped in the ninja wheel
+
+from .._version import __version__
 
 if TYPE_CHECKING:
     from .toolchain import Toolchain
@@ -62,8 +66,10 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     return flags
 
 
-def _escape(path: str) -> str:
-    return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+def _shell(*words: str) -> str:
+    """Words for a ninja command line (ninja runs it through /bin/sh): each quoted for the shell where it
+    needs it (a CUDA_HOME with a space stays one argument), then escaped for ninja ('$')."""
+    return escape(" ".join(shlex.quote(w) for w in words))
 
 
 def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: bool, portable: bool = False) -> str:
@@ -72,29 +78,24 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
     memory (failed_outputs): no log file in the staging directory, which a full disk would leave empty.
     Portable libraries (exports) link the CUDA runtime statically, so they need no libcudart where they
     are deployed."""
-    cudart = "-cudart static" if portable else f"-L{_escape(toolchain.cuda_home)}/lib64 -lcudart"
-    includes = " ".join(f"-I{_escape(d)}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs)))
-    lines = [
-        "ninja_required_version = 1.3",
-        f"nvcc = {_escape(toolchain.nvcc)}",
-        f"cuda_flags = {' '.join((*CUDA_FLAGS, *toolchain.defines))} {includes}",
-        f"ldflags = -shared -L{_escape(toolchain.tvm_ffi_lib_dir)} -ltvm_ffi {cudart}",
-        "",
-        "rule compile",
-        "  command = $nvcc $cuda_flags $gencode -c $in -o $out",
-        "  description = nvcc $out",
-        "",
-        "rule link",
-        "  command = $nvcc -shared $in -o $out $ldflags",
-        "  description = link $out",
-        "",
-    ]
-    for u in units:
-        lines += [f"build {_escape(u.object)}: compile {_escape(u.source)}",
-                  f"  gencode = {' '.join(gencode_flags(u.archs))}"]
+    cudart = ("-cudart", "static") if portable else (f"-L{toolchain.cuda_home}/lib64", "-lcudart")
+    includes = [f"-I{d}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs))]
+    text = io.StringIO()
+    out = Writer(text, width=1 << 30)  # never wrapped: one line per variable, as a reader greps it
+    out.variable("ninja_required_version", "1.3")
+    out.variable("nvcc", _shell(toolchain.nvcc))
+    out.variable("cuda_flags", _shell(*CUDA_FLAGS, *toolchain.defines, *includes))
+    out.variable("ldflags", _shell("-shared", f"-L{toolchain.tvm_ffi_lib_dir}", "-ltvm_ffi", *cudart))
+    out.newline()
+    out.rule("compile", "$nvcc $cuda_flags $gencode -c $in -o $out", description="nvcc $out")
+    out.newline()
+    out.rule("link", "$nvcc -shared $in -o $out $ldflags", description="link $out")
+    out.newline()
+    for u in units:  # unit paths are variant names and hex keys: nothing the shell would split
+        out.build(u.object, "compile", u.source, variables={"gencode": _shell(*gencode_flags(u.archs))})
         if link:
-            lines.append(f"build {_escape(u.output)}: link {_escape(u.object)}")
-    return "\n".join(lines) + "\n"
+            out.build(u.output, "link", u.object)
+    return text.getvalue()
 
 
 _STATIC_ASSERT = re.compile(r'static assertion failed with "(.*)"')

@@ -10,7 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__, knobs, resources
+from .. import knobs, resources
+from .._version import __version__
 from ..codegen.guards import precheck, violations
 from ..codegen.launch import LaunchPlan, default_plan
 from ..codegen.render import render_variant
@@ -28,13 +29,13 @@ from .buildplan import (
     storage_cause,
     trim_nvcc,
 )
+from .locks import locked
 from .store import (
     CACHE_ELSEWHERE,
     Artifact,
     clean_dead_staging,
     is_published,
     kernels_dir,
-    locked,
     new_staging,
     publish,
     published_problem,
@@ -150,7 +151,7 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     missing = list({a.directory: (p, a) for p, a in zip(planned, artifacts) if not is_published(a)}.values())
     if missing:
         locks = [root / "locks" / f"{a.directory.name}.lock" for _, a in missing]
-        with locked(locks):
+        with locked(locks, CACHE_ELSEWHERE):
             # re-checked under the lock (another process may have built it meanwhile); quietly: a
             # corrupt artifact was already reported by the check above
             todo = [(p, a) for p, a in missing if published_problem(a) is not None]

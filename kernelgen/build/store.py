@@ -1,4 +1,4 @@
-"""The kernel cache on disk: artifact directories, content-hash checks, locks, staging and atomic publish.
+"""The kernel cache on disk: artifact directories, content-hash checks, staging and atomic publish (locks: locks.py).
 
 An artifact is published when its directory holds manifest.json naming the artifact's build key and
 archs, and a library whose sha256 the manifest records; anything else (a truncated or flipped library,
@@ -8,8 +8,6 @@ start time, and its ninja's session), so leftovers of a killed builder are remov
 left running killed, by the next one. Every write names its path when it fails."""
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -20,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import knobs
 from ..codegen.launch import LaunchPlan
@@ -111,24 +109,6 @@ def is_published(a: Artifact) -> bool:
     if problem not in (None, "missing"):
         log.warning("kernelgen: ignoring cached %s: %s; rebuilding", a.directory, problem)
     return problem is None
-
-
-@contextlib.contextmanager
-def locked(paths: list[Path]) -> Iterator[None]:
-    """Exclusive cross-process locks, taken in sorted order so two builders never deadlock."""
-    handles = []
-    try:
-        for path in sorted(paths):
-            with writing(path, CACHE_ELSEWHERE):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle = open(path, "a+")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            handles.append(handle)
-        yield
-    finally:
-        for handle in reversed(handles):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
 
 
 def staging_prefix() -> str:

@@ -7,7 +7,8 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__, resources
+from .. import resources
+from .._version import __version__
 from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED

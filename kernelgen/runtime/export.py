@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..build import toolchain as tc
 from ..build.arch import capability_of_arch
 from ..build.lifecycle import build

@@ -16,22 +16,21 @@ to `<name>.rejected.json` beside the file, with the reason: nothing a write did 
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
-import fcntl
 import json
 import logging
 import os
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from .. import knobs, resources
 from ..build import toolchain
 from ..build.arch import arch_of_capability
 from ..build.buildplan import CUDA_FLAGS
 from ..build.lifecycle import read_headers
+from ..build.locks import locked
 from ..codegen.launch import resolve
 from ..errors import TuningError, writing
 from ..spec.variant import Launch, Variant
@@ -289,17 +288,6 @@ def lookup(directories: list[Path], gpu: GpuInfo, v: Variant) -> tuple[Record, P
     return find(directories, v, gpu.matches, pattern=record_file(Path(), gpu).name)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def merge(old: Record | None, new: Record, current: dict[str, str] | None = None) -> Record:
     """Timings of both (the newer measurement wins per config and bucket); failures likewise. Old
     timings and failures of an instance whose code key differs from the new record's, or from
@@ -390,7 +378,8 @@ def write(directory: Path, record: Record, rechoose: Any = None,
     is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
     even when the writer dies between the two renames. A record that would not be usable is refused."""
     path = record_file(directory, record.gpu)
-    with writing(path, elsewhere="set KERNELGEN_CACHE_DIR (or --out) to another folder"), _locked(path):
+    elsewhere = "set KERNELGEN_CACHE_DIR (or --out) to another folder"
+    with writing(path, elsewhere), locked([path.with_suffix(".lock")], elsewhere):
         for leftover in [*path.parent.glob(f".{path.name}.*"), *path.parent.glob(f".{rejected_file(path).name}.*")]:
             leftover.unlink(missing_ok=True)  # temp files of writers killed mid-write (safe: they held this lock)
         found = scan(path)
