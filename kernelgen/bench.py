@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .layout.layout import Layout, layout_of
@@ -206,4 +207,5 @@ def plot(rows: list[Row], path: str, meta: dict[str, Any]) -> None:
     right.legend(fontsize=7)
     fig.suptitle(f"kernelgen bench on {meta['gpu']}: copy {meta['roofline_gbs']:.0f} GB/s")
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -5,15 +5,17 @@ import argparse
 import contextlib
 import functools
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import __version__
+from . import knobs
+from ._version import __version__
 from .build import toolchain as tc
 from .codegen.guards import GUARDS, violations
 from .codegen.launch import resolve
@@ -23,7 +25,14 @@ from .layout.layout import layout_of
 from .spec.parse import Spec, load_spec, shipped_specs
 from .spec.variant import Variant
 
+if TYPE_CHECKING:
+    from rich.progress import Progress as Bar
+
 CHECK_TARGETS = "sm_90a,sm_100a,sm_120a"
+SPEC_HELP = "a spec file or a shipped spec name, e.g. dsv4_indexer (`kernelgen list` shows the shipped ones)"
+SPECS_HELP = "spec files or shipped spec names (default: all shipped)"
+HEARTBEAT_S = 30.0  # piped output gets a line at least this often while ninja works: one compile can take minutes
+_VERBS = {"nvcc": "compiled", "link": "linked"}  # the first word of each ninja step's description (buildplan)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
@@ -101,30 +110,107 @@ def _toolchain() -> tc.Toolchain:
     return toolchain
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _step_label(step: str) -> str:
+    """'nvcc dir/x.o' -> 'compiled x.o': what a finished ninja step made."""
+    verb, _, target = step.partition(" ")
+    return f"{_VERBS[verb]} {Path(target).name}" if verb in _VERBS and target else step
+
+
+class _CompileProgress:
+    """The compile steps of one command as ninja reports them (lifecycle's Progress callback; ninja, writing
+    to a pipe, reports each step as it finishes), counted over every ninja run of the command (export runs
+    one per arch, a failing tuning build several) against the total the command knows before the first
+    starts. On a terminal a bar (`bar`) shows that total from the start; piped, a line per finished step,
+    and one at least every HEARTBEAT_S while ninja is quiet."""
+
+    def __init__(self, what: str, bar: Bar | None) -> None:
+        self.what, self.bar, self.task = what, bar, None
+        self.total = self.base = 0
+        self.run = (0, 0)  # (done, total) of the ninja run reporting now
+        self.start = self.said = time.monotonic()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.beat: threading.Thread | None = None
+
+    def expect(self, steps: int, headline: str) -> None:
+        """Say what will compile and how many steps it takes, before ninja starts."""
+        err.print(f"{self.what}: {headline}", markup=False, soft_wrap=True)
+        with self.lock:
+            self.total, self.start, self.said = steps, time.monotonic(), time.monotonic()
+        if self.bar is not None:
+            self.task = self.bar.add_task(self.what, total=steps, what=self.what, step="")
+        elif self.beat is None:
+            self.beat = threading.Thread(target=self._heartbeat, name="kernelgen-progress", daemon=True)
+            self.beat.start()
+
+    def __call__(self, done: int, total: int, step: str) -> None:
+        with self.lock:
+            run_done, run_total = self.run
+            if done <= run_done or total != run_total:  # the first report of another ninja run
+                self.base += run_done
+            self.run = (done, total)
+            self.total = max(self.total, self.base + total)
+            done = self.base + done
+        label = _step_label(step)
+        if self.bar is None:
+            self._line(done, label)
+            return
+        if self.task is None:
+            self.task = self.bar.add_task(self.what, total=self.total, what=self.what, step="")
+        self.bar.update(self.task, completed=done, total=self.total, description=escape(f"{self.what}: {label}"),
+                        step=escape(label))
+
+    def _line(self, done: int, label: str) -> None:
+        left = self.total - done
+        err.print(f"[{done}/{self.total}] {time.monotonic() - self.start:5.1f} s  {label}"
+                  + (f" ({left} to go)" if left > 0 else ""), markup=False, soft_wrap=True)
+        self.said = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        while not self.stop.wait(min(HEARTBEAT_S / 4, 1.0)):
+            with self.lock:
+                done, quiet = self.base + self.run[0], time.monotonic() - self.said
+            if quiet >= HEARTBEAT_S:
+                self._line(done, "still compiling")
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.beat is not None:
+            self.beat.join()
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, visible=False)
+
+
 @contextlib.contextmanager
-def _ninja_progress(what: str) -> Iterator[Callable[[int, int, str], None]]:
-    """Rich progress (steps done / total, the current one, elapsed) on a terminal; plain lines otherwise."""
-    start = time.monotonic()
-    if not err.is_terminal:
-        def plain(done: int, total: int, step: str) -> None:
-            err.print(f"[{done}/{total}] {time.monotonic() - start:5.1f} s  {step}", markup=False)
-        yield plain
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+def _compiling(what: str, bar: Bar | None = None) -> Iterator[_CompileProgress]:
+    """A _CompileProgress for a command's builds: on a terminal in `bar` (one of its own where None)."""
+    own = None
+    if bar is None and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True) as bar:
-        task = bar.add_task("", total=None)
+        own = bar = Progress(TextColumn("{task.fields[what]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                             TextColumn("{task.fields[step]}"), console=err, transient=True)
+        own.start()
+    progress = _CompileProgress(what, bar if err.is_terminal else None)
+    try:
+        yield progress
+    finally:
+        progress.close()
+        if own is not None:
+            own.stop()
 
-        def fancy(done: int, total: int, step: str) -> None:
-            bar.update(task, completed=done - 1, total=total, description=escape(step))
-        yield fancy
+
+def _cache_dir(flag: str | None, write: bool = False) -> Path | None:
+    """--cache-dir, else None (the cache the environment names), refused before any work where it cannot be
+    a folder (or with `write`, one kernelgen can write in); an error names the flag or the variable."""
+    if flag is None:
+        knobs.check_cache_dir(write)
+        return None
+    return knobs.check_folder("--cache-dir", Path(flag), write)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -137,7 +223,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         variants, skipped = one_per_layout(variants)
     start = time.monotonic()
     toolchain = _toolchain()
-    with _ninja_progress("compiling") as progress:
+    compiled = [v for v in variants if not violations(v)]  # a refused variant costs no compile
+    with _compiling("checking") as progress:
+        if compiled:
+            progress.expect(len(compiled) * len(archs), f"{_count(len(compiled), 'variant')} x {', '.join(archs)}: "
+                            f"{len(compiled) * len(archs)} steps (one nvcc per variant and target)")
         results = compile_only(variants, toolchain, archs, args.jobs, progress=progress)
     # The title as its own line (a table title wraps at the table's width, which one short variant makes narrow).
     out.print(f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", markup=False, soft_wrap=True)
@@ -159,16 +249,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _expect_builds(progress: _CompileProgress, todo: list[Any], archs: tuple[str, ...]) -> None:
+    """Announce the builds lifecycle.build will run (runner.unbuilt's list; nothing where all are cached)."""
+    from .tune.runner import STEPS_PER_LIBRARY
+
+    if todo:
+        steps = STEPS_PER_LIBRARY * len(todo)
+        progress.expect(steps, f"{_count(len({p.variant.name for p in todo}), 'variant')} to compile for "
+                               f"{', '.join(archs)}: {steps} steps (nvcc, then link, each)")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from .build.lifecycle import build
+    from .tune.runner import unbuilt
 
     archs = tc.resolve_archs(args.arch)
+    cache_dir = _cache_dir(args.cache_dir)
     variants = [v for spec in _specs(args.specs) for v in spec.variants]
     start = time.monotonic()
     toolchain = _toolchain()
-    with _ninja_progress("building") as progress:
-        artifacts = build(variants, toolchain, archs, Path(args.cache_dir) if args.cache_dir else None, args.jobs,
-                          progress=progress)
+    todo = unbuilt(variants, toolchain, archs, cache_dir)
+    if todo:  # a cache of finished builds may be read-only; one that must take new ones may not
+        _cache_dir(args.cache_dir, write=True)
+    with _compiling("building") as progress:
+        _expect_builds(progress, todo, archs)
+        artifacts = build(variants, toolchain, archs, cache_dir, args.jobs, progress=progress)
     table = Table(title=f"kernelgen build: {len(artifacts)} variants for {', '.join(archs)}", title_justify="left")
     for col in ("variant", "page B", "library"):
         table.add_column(col)
@@ -201,14 +306,18 @@ def _selected(args: argparse.Namespace) -> tuple[Spec, list[Variant]]:
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from . import bench
+    from . import bench, resources
     from .runtime.op import load_variant
-    from .tune.gpu import current
+    from .tune.runner import require_gpu
 
-    gpu = current()
-    if gpu is None:
-        raise KernelgenError("bench needs a CUDA GPU; none is visible here (torch.cuda.is_available() is False)")
+    if args.plot:
+        resources.require_matplotlib("--plot")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            knobs.check_file(option, Path(path))
     _, variants = _selected(args)
+    gpu = require_gpu("bench", args.spec)
+    knobs.check_cache_dir(write=False)
     tokens = _parse_ints(args.tokens, "--tokens") or bench.DEFAULT_TOKENS
     baselines = tuple(b for b in (args.baselines or "").split(",") if b)
     roofline = bench.copy_roofline_gbs()
@@ -243,6 +352,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         table.add_row(*cells)
     out.print(table)
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(bench.to_json(rows, meta), indent=1) + "\n")
     if args.plot:
         bench.plot(rows, args.plot, meta)
@@ -254,7 +364,6 @@ def _fmt(value: float | None) -> str:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from . import knobs
     from .tune import runner
     from .tune.search import DEFAULT_BUCKETS
 
@@ -265,31 +374,46 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spec, variants = _selected(args)
     buckets = _parse_ints(args.buckets, "--buckets") or spec.tune_buckets() or DEFAULT_BUCKETS
     gpus: list[str | None] = [g for g in args.gpus.split(",") if g] if args.gpus else [None]
-    out_dir = Path(args.out) if args.out else knobs.tuning_dir()
-    if args.ray is not None:
+    if args.out:
+        out_dir = knobs.check_folder("--out", Path(args.out))
+    else:  # the records go to the tuning/ folder of the environment's cache
+        knobs.check_cache_dir(write=True)
+        out_dir = knobs.tuning_dir()
+    if args.ray is not None:  # the cluster's GPUs time it: this machine needs none
         return _tune_on_ray(args, spec, variants, buckets, out_dir)
+    runner.require_gpu("tune", args.spec)  # before anything compiles: --arch cannot stand in for a GPU
+    cache_dir = _cache_dir(args.cache_dir, write=True)
     archs = tc.resolve_archs(args.arch)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err, disable=not err.is_terminal) as progress:
-        overall = progress.add_task("variants tuned", total=len(variants))
+                  TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar, \
+            _compiling("tuning", bar if err.is_terminal else None) as compiling:
+        overall = bar.add_task("variants tuned", total=len(variants))
         tasks: dict[str, Any] = {}
 
         def on_event(name: str, event: dict[str, Any]) -> None:
             kind = event["event"]
-            if not err.is_terminal and kind in ("compile", "compiled", "done", "fail"):
+            if kind == "compile":
+                _expect_tuning(compiling, event, archs)
+                return
+            if kind == "compiled":
+                compiling.close()
+                err.print(f"tuning: compiled in {event['seconds']:.1f} s; timing {_count(len(variants), 'variant')} "
+                          f"on {_count(len(gpus), 'GPU')}", markup=False)
+                return
+            if not err.is_terminal and kind in ("done", "fail"):
                 detail = json_line(event) if kind != "done" else f"choice {event['outcome']['choice']}"
                 err.print(f"{name or 'tune'}: {kind} {detail}", markup=False)
             if name and name not in tasks:
-                tasks[name] = progress.add_task(name, total=None)
+                tasks[name] = bar.add_task(name, total=None)
             if kind == "start":
-                progress.update(tasks[name], description=f"{name}: {event['id']} N={event['n']}", advance=1)
+                bar.update(tasks[name], description=f"{name}: {event['id']} N={event['n']}", advance=1)
             elif kind == "done":
-                progress.update(tasks[name], visible=False)
-                progress.advance(overall)
-        results = runner.tune(variants, spec.path, spec.tune_overrides(), buckets, gpus, archs,
-                              Path(args.cache_dir) if args.cache_dir else None, out_dir, args.jobs, args.budget, on_event)
+                bar.update(tasks[name], visible=False)
+                bar.advance(overall)
+        results = runner.tune(variants, spec.path, spec.tune_overrides(), buckets, gpus, archs, cache_dir, out_dir,
+                              args.jobs, args.budget, on_event, progress=compiling)
     failed = 0
     for r in results:
         if r.outcome is None:
@@ -301,10 +425,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _expect_tuning(progress: _CompileProgress, event: dict[str, Any], archs: tuple[str, ...]) -> None:
+    """Announce the tuning compile from runner.tune's "compile" event (nothing where all is cached)."""
+    steps, todo, variants = event["steps"], event["to_compile"], event["variants"]
+    if not steps:
+        return
+    what = f"{event['instances']} kernel instances of {_count(variants, 'variant')}" if todo == variants \
+        else f"{todo} of {_count(variants, 'variant')}"
+    progress.expect(steps, f"{what} to compile for {', '.join(archs)}: {steps} steps (nvcc, then link, each)")
+
+
 def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], buckets: tuple[int, ...],
                  out_dir: Path) -> int:
     """One Ray task per variant on the cluster's GPUs; every result merges into the local record files."""
-    from . import __version__
     from .codegen.launch import resolve as resolve_launch
     from .tune.distributed import SearchTask, gpu_execute, run_tasks, write_results
     from .tune.space import candidates, default_space
@@ -377,7 +510,7 @@ def _shipped_by_key() -> dict[str, Variant]:
 
 
 def _show_records() -> int:
-    from . import knobs, resources
+    from . import resources
     from .tune import recordcheck, records
     from .tune.gpu import current
 
@@ -414,18 +547,34 @@ def _show_records() -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .runtime.export import export
+    from .runtime import export as exporting
+    from .tune.runner import unbuilt
 
+    out_dir = knobs.check_folder("-o", Path(args.output))
     _, variants = _selected(args)
     archs = tc.parse_arch_list(args.arch)
-    out_dir = Path(args.output)
+    knobs.check_cache_dir(write=False)
     start = time.monotonic()
-    with _ninja_progress("exporting") as progress:
-        manifest = export(variants, archs, out_dir, args.jobs, progress)
+    toolchain = _toolchain()
+    todo: list[Any] = []  # what export's one build per arch will compile
+    for arch in archs:
+        plans: list[Any] = [exporting.plan_for_arch(v, arch)[0] for v in variants]
+        todo += unbuilt(variants, toolchain, (arch,), None, plans, portable=True)
+    if todo:
+        knobs.check_cache_dir(write=True)
+    with _compiling("exporting") as progress:
+        _expect_builds(progress, todo, archs)
+        manifest = exporting.export(variants, archs, out_dir, args.jobs, progress)
     size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
     out.print(f"exported {len(variants)} variants x {', '.join(archs)} to {out_dir} ({size / 2**20:.1f} MiB) in "
               f"{time.monotonic() - start:.1f} s; manifest {manifest}", markup=False)
     return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from . import recall
+
+    return recall.run(args, args.command_line)
 
 
 def cmd_guards(args: argparse.Namespace) -> int:
@@ -439,33 +588,35 @@ def cmd_guards(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from . import recall
+
     p = argparse.ArgumentParser(prog="kernelgen", description="fused norm/RoPE/quantize/KV-store CUDA kernels from YAML specs")
     p.add_argument("--version", action="version", version=f"kernelgen {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     ls = sub.add_parser("list", help="the variants specs expand to, with their layouts")
-    ls.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    ls.add_argument("specs", nargs="*", help=SPECS_HELP)
     ls.add_argument("--layouts", action="store_true", help="print each variant's page byte map")
     ls.add_argument("--json", action="store_true", help="machine-readable variants and layouts")
     ls.set_defaults(func=cmd_list)
     rd = sub.add_parser("render", help="print the generated CUDA of one variant")
-    rd.add_argument("spec")
-    rd.add_argument("variant")
+    rd.add_argument("spec", help=SPEC_HELP)
+    rd.add_argument("variant", help="one of the spec's variants (`kernelgen list SPEC` shows them)")
     rd.add_argument("-o", "--output", help="write to a file instead of stdout")
     rd.set_defaults(func=cmd_render)
     ck = sub.add_parser("check", help="guards + compile-only for each target (no GPU needed)")
-    ck.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    ck.add_argument("specs", nargs="*", help=SPECS_HELP)
     ck.add_argument("--arch", help=f"targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or {CHECK_TARGETS})")
     ck.add_argument("--all", action="store_true", help="compile every page size, not one per layout")
     ck.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     ck.set_defaults(func=cmd_check)
-    bd = sub.add_parser("build", help="compile every variant of specs into the kernel cache")
-    bd.add_argument("specs", nargs="*", help="spec files or shipped spec names (default: all shipped)")
+    bd = sub.add_parser("build", help="compile every variant of specs into the kernel cache (no GPU with --arch)")
+    bd.add_argument("specs", nargs="*", help=SPECS_HELP)
     bd.add_argument("--arch", help="targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or the local GPU)")
     bd.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     bd.add_argument("--cache-dir", help="kernel cache (default: $KERNELGEN_CACHE_DIR or ~/.cache/kernelgen)")
     bd.set_defaults(func=cmd_build)
     bn = sub.add_parser("bench", help="time variants per token count on the GPU (roofline, floor, baselines)")
-    bn.add_argument("spec")
+    bn.add_argument("spec", help=SPEC_HELP)
     bn.add_argument("--variants", help="comma-separated variant names (default: all of the spec)")
     bn.add_argument("--tokens", help="comma-separated token counts (default: 1,32,128,1024,4096,65536,262144,1048576)")
     bn.add_argument("--workload", choices=("prefill", "decode"), default="prefill")
@@ -474,7 +625,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--plot", help="write a PNG plot (needs matplotlib: pip install kernelgen[plot])")
     bn.set_defaults(func=cmd_bench)
     tu = sub.add_parser("tune", help="autotune launch configurations per token-count bucket on the GPU(s)")
-    tu.add_argument("spec", nargs="?")
+    tu.add_argument("spec", nargs="?", help=SPEC_HELP)
     tu.add_argument("--variants", help="comma-separated variant names (default: all of the spec)")
     tu.add_argument("--buckets", help="comma-separated bucket bounds (default: 1,2,4,...,256,1024,...,1048576)")
     tu.add_argument("--budget", type=float, help="seconds; variants not started by then are reported, not tuned")
@@ -489,26 +640,42 @@ def parser() -> argparse.ArgumentParser:
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
     tu.set_defaults(func=cmd_tune)
     ex = sub.add_parser("export", help="compile variants for deployment (no nvcc needed to load them)")
-    ex.add_argument("spec")
+    ex.add_argument("spec", help=SPEC_HELP)
     ex.add_argument("--variants", help="comma-separated variant names (default: all of the spec)")
     ex.add_argument("--arch", required=True, help="targets, comma-separated, e.g. sm_90a,sm_100a,sm_120a")
     ex.add_argument("-o", "--output", required=True, help="export directory")
     ex.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     ex.set_defaults(func=cmd_export)
-    sub.add_parser("recall", add_help=False,
-                        help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU; `kernelgen recall --help`)")
+    rc = sub.add_parser("recall", help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU)",
+                        description=recall.__doc__)
+    recall.add_arguments(rc).set_defaults(func=cmd_recall)
     gd = sub.add_parser("guards", help="the guard table")
     gd.set_defaults(func=cmd_guards)
+    p.set_defaults(commands=tuple(sub.choices))
     return p
+
+
+def _not_a_command(argv: list[str], commands: tuple[str, ...]) -> str | None:
+    """The one line for a first word that names no command (with the nearest command), else None."""
+    import difflib
+
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in commands:
+        return None
+    near = difflib.get_close_matches(word[:100], commands, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return f"'{word}' is not a kernelgen command{hint}; commands: {', '.join(commands)}"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["recall"]:  # its own options, parsed by kernelgen.recall
-        from . import recall
-
-        return recall.main(argv[1:])
-    args = parser().parse_args(argv)
+    p = parser()
+    unknown = _not_a_command(argv, p.get_default("commands"))
+    if unknown is not None:
+        err.print(f"error: {unknown}", markup=False, soft_wrap=True)
+        return 2  # argparse's status for a usage error
+    args = p.parse_args(argv)
+    args.command_line = " ".join(["kernelgen", *argv])  # what recall's table says generated it
     try:
         return int(args.func(args))
     except OSError as exc:  # an unwritable -o or cache dir, a full disk: say which file and why

@@ -1,4 +1,5 @@
-"""The one registry of environment variables kernelgen reads, typed and documented."""
+"""The one registry of environment variables kernelgen reads, typed and documented, and the checks a command
+makes of the folders they (or its flags) name before it starts working."""
 from __future__ import annotations
 
 import contextlib
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import KernelgenError
+from .errors import KernelgenError, StorageError
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,60 @@ def cache_dir() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return Path(XDG_CACHE_HOME.get() or "~/.cache").expanduser() / "kernelgen"
+
+
+def directory_problem(path: Path) -> str | None:
+    """Why `path` cannot be a folder kernelgen writes in, without creating anything (None when it is one, or
+    can be made): 'not a directory' (it, or '(X is a file)' a folder on its way, is a file), 'not writable'."""
+    found = path
+    while not os.path.lexists(found) and found != found.parent:  # the nearest part of it that exists
+        found = found.parent
+    if not found.is_dir():
+        return "not a directory" if found == path else f"not a directory ({found} is a file)"
+    if not os.access(found, os.W_OK | os.X_OK):
+        return "not writable" if found == path else f"cannot be created ({found} is not writable)"
+    return None
+
+
+def check_cache_dir(write: bool = True) -> Path:
+    """cache_dir(), refused (StorageError) in one line naming the variable it came from where it cannot be a
+    folder, or with `write` one kernelgen can write in: the check a command makes before it starts working."""
+    path = cache_dir()
+    fix = f"point {CACHE_DIR.name} at a folder kernelgen may write in"
+    if CACHE_DIR.is_set():
+        named, where = path, f"{CACHE_DIR.name}={CACHE_DIR.get()}"
+    elif XDG_CACHE_HOME.is_set():  # the cache is $XDG_CACHE_HOME/kernelgen: name the variable's own folder
+        named, where = path.parent, f"{XDG_CACHE_HOME.name}={XDG_CACHE_HOME.get()}"
+        fix = f"point {XDG_CACHE_HOME.name} or {CACHE_DIR.name} at a folder kernelgen may write in"
+    else:
+        named, where = path, f"{path} (the default cache)"
+        fix = f"set {CACHE_DIR.name} to a folder kernelgen may write in"
+    problem = directory_problem(named)
+    if problem is None and named != path:
+        problem = directory_problem(path)
+        where += f": the cache folder {path}" if problem else ""
+    if problem is None or (not write and not problem.startswith("not a directory")):
+        return path
+    raise StorageError(f"{where}: {problem}; {fix}")
+
+
+def check_folder(option: str, path: Path, write: bool = True) -> Path:
+    """An output folder a flag names (e.g. -o DIR), refused in one line before any work where it cannot be one,
+    or with `write` one kernelgen can write in."""
+    problem = directory_problem(path)
+    if problem is not None and (write or problem.startswith("not a directory")):
+        raise StorageError(f"{option} {path}: {problem}; give {option} a folder kernelgen may write in")
+    return path
+
+
+def check_file(option: str, path: Path) -> Path:
+    """An output file a flag names (e.g. --plot x.png), refused before any work where its folder cannot be made."""
+    if path.is_dir():
+        raise StorageError(f"{option} {path}: is a directory; give {option} a file name")
+    problem = directory_problem(path.parent)
+    if problem is not None:
+        raise StorageError(f"{option} {path}: its folder {path.parent}: {problem}; write it elsewhere")
+    return path
 
 
 def tuning_dir() -> Path:

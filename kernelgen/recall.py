@@ -10,10 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .layout import codec
-from .layout.layout import layout_of
-from .measure import reference
-from .measure.inputs import rope_table
+from .errors import KernelgenError, SpecError
 from .spec.formats import FORMATS
 from .spec.parse import load_spec
 from .spec.variant import Variant
@@ -110,16 +107,18 @@ def study_variants(stores: Sequence[str], spec: str = DEFAULT_SPEC,
                 [v for v in variants if v.store == want]
         if not match:
             have = sorted({v.store for v in variants})
-            raise ValueError(f"spec {spec} has no {want} variant; it has {', '.join(have)} (or use {FP32})")
+            raise SpecError(f"--stores: spec {spec} has no {want} variant; it has {', '.join(have)} (or use {FP32})")
         out[store] = match[0]
     maths = {replace(v, name="", store="bf16", page_size=1, spec_name="", origin="") for v in out.values()}
     if len(maths) > 1:
-        raise ValueError(f"the {spec} variants of {', '.join(stores)} differ in more than the store")
+        raise SpecError(f"--stores: the {spec} variants of {', '.join(stores)} differ in more than the store")
     return out
 
 
 def make_world(v: Variant, model: KeyModel, max_pos: int, seed: int) -> World:
     import torch
+
+    from .measure.inputs import rope_table  # the study's stages load when it runs: the CLI parser imports this module
 
     g = _gen(seed, 0)
     d = v.head_dim
@@ -154,6 +153,8 @@ def make_keys(v: Variant, world: World, model: KeyModel, count: int, seed: int) 
     """The fp32 keys of tokens 0..count-1 (position t): reference.rows of the synthetic x, [count, D]."""
     import torch
 
+    from .measure import reference
+
     parts = []
     for start in range(0, count, KEY_BLOCK):
         x = pre_norm_block(world, model, start, KEY_BLOCK, seed)[:count - start]
@@ -167,6 +168,8 @@ def make_queries(v: Variant, world: World, model: KeyModel, queries: int, heads:
     """Queries at `position` (roped there, then Hadamard-rotated like the keys): q [Q, H, D] with unit
     rows, and head weights w [Q, H] drawn uniform in [0.25, 1] (positive)."""
     import torch
+
+    from .measure import reference
 
     g = _gen(seed, 2, position)
     d, r = world.basis.shape
@@ -185,6 +188,9 @@ def make_queries(v: Variant, world: World, model: KeyModel, queries: int, heads:
 def decode_store(v: Variant, store: str, keys: torch.Tensor) -> torch.Tensor:
     """fp32 keys -> the store's bytes (codec.encode, as the kernel writes them) -> float32 (codec.decode)."""
     import torch
+
+    from .layout import codec
+    from .layout.layout import layout_of
 
     if store == FP32:
         return keys
@@ -248,7 +254,7 @@ def plant_needles(context: torch.Tensor, ref: torch.Tensor, q: torch.Tensor, w: 
         return y / y.norm(dim=-1, keepdim=True) * norm
 
     if not bool((needle_scores(end, q, w) > target).all()):
-        raise ValueError("a needle target lies above the score of the query direction; lower the margins")
+        raise KernelgenError("a needle target lies above the score of the query direction; lower the --margins")
     lo, hi = torch.zeros(nq, m), torch.ones(nq, m)
     for _ in range(BISECT_STEPS):
         mid = (lo + hi) / 2
@@ -288,7 +294,12 @@ def run_study(contexts: Sequence[int] = DEFAULT_CONTEXTS, topk: Sequence[int] = 
     import torch
 
     if not contexts or not topk or not stores:
-        raise ValueError("contexts, topk and stores must be non-empty")
+        raise KernelgenError("--contexts, --topk and --stores must be non-empty")
+    counts = {"--contexts": list(contexts), "--topk": list(topk), "--heads": [heads], "--queries": [queries],
+              "--needles": [needles]}
+    for option, values in counts.items():
+        if any(int(n) < 1 for n in values):
+            raise KernelgenError(f"{option} must be at least 1, got {','.join(map(str, values))}")
     contexts = sorted({int(c) for c in contexts})
     variants = study_variants(stores, spec)
     v = next(iter(variants.values()))
@@ -437,12 +448,16 @@ def _ints(text: str) -> list[int]:
     out = []
     for part in text.split(","):
         part = part.strip().upper()
-        out.append(int(part[:-1]) * 1024 if part.endswith("K") else int(part))
+        try:
+            out.append(int(part[:-1]) * 1024 if part.endswith("K") else int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"write counts such as 512 or 64K, comma-separated; got {text!r}") \
+                from None
     return out
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kernelgen.recall", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The study's options, on `kernelgen recall` and on `python -m kernelgen.recall`."""
     p.add_argument("--contexts", type=_ints, default=list(DEFAULT_CONTEXTS),
                    help="context lengths, e.g. 1K,4K,16K,64K,128K (default)")
     p.add_argument("--max-context", type=_ints, default=None,
@@ -450,23 +465,42 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--topk", type=_ints, default=list(DEFAULT_TOPK), help="k values (default 512,1024,2048)")
     p.add_argument("--stores", default=",".join(DEFAULT_STORES),
                    help=f"stores to compare against fp32 (default {','.join(DEFAULT_STORES)}; '{FP32}' is a control)")
-    p.add_argument("--heads", type=int, default=DEFAULT_HEADS)
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
+    p.add_argument("--heads", type=int, default=DEFAULT_HEADS,
+                   help=f"indexer heads per query (default {DEFAULT_HEADS})")
+    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES,
+                   help=f"queries per context (default {DEFAULT_QUERIES})")
     p.add_argument("--needles", type=int, default=DEFAULT_NEEDLES, help="needles per query, k and margin")
-    p.add_argument("--margins", type=lambda t: [float(x) for x in t.split(",")], default=list(DEFAULT_MARGINS))
+    p.add_argument("--margins", type=lambda t: [float(x) for x in t.split(",")], default=list(DEFAULT_MARGINS),
+                   help="needle margins above the k-th fp32 score, in std of the fp32 scores "
+                        f"(default {','.join(map(str, DEFAULT_MARGINS))})")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--spec", default=DEFAULT_SPEC)
+    p.add_argument("--spec", default=DEFAULT_SPEC,
+                   help=f"spec file or shipped spec name whose variants give the stores' layouts "
+                        f"(default {DEFAULT_SPEC})")
     p.add_argument("--outlier-scale", type=float, default=KeyModel.outlier_scale,
                    help="size of the outlier channels before the norm (0: none)")
     p.add_argument("--table", default=None, help="write the markdown here (e.g. tools/results/recall_table.md)")
-    p.add_argument("--plot", default=None, help="write the PNG here (e.g. tools/results/recall.png)")
+    p.add_argument("--plot", default=None, help="write the PNG here (e.g. tools/results/recall.png; needs matplotlib)")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="python -m kernelgen.recall", description=__doc__))
+
+
+def run(args: argparse.Namespace, command: str) -> int:
+    """The study the parsed options ask for, its table on stdout (and in --table), then its plot. The outputs
+    and matplotlib are checked before the study starts, and the table is out before the plot is drawn, so
+    a plot that fails late never loses the result."""
     import torch
 
-    args = parser().parse_args(None if argv is None else list(argv))
+    from . import knobs, resources
+
+    if args.plot:
+        resources.require_matplotlib("--plot")
+    for option, path in (("--table", args.table), ("--plot", args.plot)):
+        if path:
+            knobs.check_file(option, Path(path))
     contexts = list(args.contexts)
     if args.max_context:
         top = args.max_context[0]
@@ -475,19 +509,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = run_study(contexts, args.topk, [s.strip() for s in args.stores.split(",")], args.heads, args.queries,
                      args.needles, args.margins, args.seed, KeyModel(outlier_scale=args.outlier_scale), args.spec)
     seconds = time.perf_counter() - started
-    text = table_markdown(rows)
-    command = " ".join(["python -m kernelgen.recall", *(sys.argv[1:] if argv is None else argv)])
     preamble = (f"# Index-key recall by store dtype\n\nGenerated by `{command}` in {seconds:.1f} s on "
                 f"{torch.get_num_threads()} CPU threads (torch {torch.__version__}).\n"
                 f"Spec {args.spec}, seed {args.seed}, {args.heads} heads, {args.queries} queries per context, "
                 f"{args.needles} needles per (query, k, margin). Synthetic keys: see docs/recall.md.\n\n")
+    text = preamble + table_markdown(rows)
+    sys.stdout.write(text)
+    sys.stdout.flush()
     if args.table:
         Path(args.table).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.table).write_text(preamble + text)
+        Path(args.table).write_text(text)
     if args.plot:
         plot(rows, args.plot)
-    sys.stdout.write(preamble + text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m kernelgen.recall` (the same study as `kernelgen recall`); an error is one line, exit 1."""
+    from .errors import storage_error
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return run(parser().parse_args(argv), " ".join(["python -m kernelgen.recall", *argv]))
+    except OSError as exc:  # an output the disk refused: which file and why
+        sys.stderr.write(f"error: {storage_error(exc, exc.filename or '(an output file)')}\n")
+        return 1
+    except KernelgenError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""Where shipped templates and specs live, in a checkout and after `pip install .`."""
+"""Where shipped templates and specs live, in a checkout and after `pip install .`, and whether the
+optional parts of the installation (matplotlib) are there."""
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
-from .errors import SpecError
+from .errors import KernelgenError, SpecError
+
+MAX_SUGGESTED_NAME = 200  # no spec name is longer, and difflib's time grows with the square of the length
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -66,4 +69,29 @@ def find_spec(name_or_path: str) -> Path:
     if shipped_mode is not None and stat.S_ISREG(shipped_mode):
         return shipped
     names = ", ".join(p.stem for p in shipped_specs())
-    raise SpecError(f"{name_or_path}: no such spec file (shipped specs: {names})")
+    hint = _did_you_mean(name_or_path, bare)
+    raise SpecError(f"{name_or_path}: no such spec file{hint} (shipped specs: {names})")
+
+
+def _did_you_mean(name_or_path: str, bare: bool) -> str:
+    """'; did you mean X?' for a misspelt spec: a shipped name, or (for a path) a .yaml file beside it."""
+    import difflib
+    import itertools
+
+    path = Path(name_or_path)
+    if len(path.name) > MAX_SUGGESTED_NAME:
+        return ""
+    choices = {p.stem: p.stem for p in shipped_specs()}  # compared by stem -> shown
+    if not bare and path.parent.is_dir():  # a path: its neighbours first, where they share a stem
+        choices.update({p.stem: str(p) for p in itertools.islice(path.parent.glob("*.yaml"), 1000)})
+    best = difflib.get_close_matches(path.stem, list(choices), n=1, cutoff=0.75)
+    return f"; did you mean {choices[best[0]]}?" if best else ""
+
+
+def require_matplotlib(option: str) -> None:
+    """Refuse `option` (e.g. --plot) before any work where matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise KernelgenError(f"{option} needs matplotlib ({exc}): pip install matplotlib "
+                             "(or pip install 'kernelgen[plot]')") from None

@@ -17,16 +17,44 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..build import toolchain as tc
-from ..build.lifecycle import artifact_for, build
+from ..build.lifecycle import Planned, Progress, artifact_for, build
 from ..build.lifecycle import plan as plan_builds
-from ..build.store import Artifact, is_published, kernels_dir
+from ..build.store import Artifact, is_published, kernels_dir, published_problem
 from ..codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes, resolve
 from ..errors import BuildError, TuningError
 from ..spec.variant import Launch, Variant
+from .gpu import GpuInfo
 from .search import Failed, Outcome
 from .space import instances
 
 MAX_RESTARTS = 8
+STEPS_PER_LIBRARY = 2  # ninja compiles a variant's source (every arch in one nvcc), then links its .so
+
+
+def require_gpu(command: str = "tune", spec: str | None = None) -> GpuInfo:
+    """The local GPU, or the one-line TuningError that says what works without one. Asked before any work:
+    --arch cannot stand in for a GPU here, so the error points at the commands that need none."""
+    from . import gpu
+
+    found = gpu.current()
+    if found is not None:
+        return found
+    name = spec or "SPEC"
+    raise TuningError(f"kernelgen {command} needs a CUDA GPU to time kernels and none is visible here "
+                      f"(torch.cuda.is_available() is False); without one, `kernelgen check {name} --arch sm_90a` "
+                      f"compiles the kernels (`kernelgen build {name} --arch sm_90a` caches them); run {command} "
+                      "where the GPU is")
+
+
+def unbuilt(variants: list[Variant], toolchain: tc.Toolchain, archs: tuple[str, ...], cache_dir: Path | None,
+            launch_plans: list[LaunchPlan | None] | None = None, portable: bool = False) -> list[Planned]:
+    """The builds lifecycle.build of the same arguments will compile (those not in the cache, each once),
+    asked before it runs so that progress can show its total from the start; each is STEPS_PER_LIBRARY
+    ninja steps. Quiet: build itself reports a corrupt artifact when it rebuilds it."""
+    root = kernels_dir(cache_dir)
+    planned = plan_builds(variants, toolchain, archs, launch_plans, portable)
+    distinct = {artifact_for(p, root).directory: p for p in planned}
+    return [p for p in distinct.values() if published_problem(artifact_for(p, root)) is not None]
 
 
 def tuning_plan(v: Variant, candidates: list[Launch]) -> LaunchPlan:
@@ -35,15 +63,17 @@ def tuning_plan(v: Variant, candidates: list[Launch]) -> LaunchPlan:
 
 
 def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], archs: tuple[str, ...],
-                       cache_dir: Path | None, jobs: int | None) -> tuple[list[list[Launch]], dict[str, dict[str, str]]]:
+                       cache_dir: Path | None, jobs: int | None, progress: Progress | None = None
+                       ) -> tuple[list[list[Launch]], dict[str, dict[str, str]]]:
     """Build every variant's tuning library in one ninja graph. Where a library fails, each instance is
     built alone to find the ones that do not compile; those become failures and the rest are rebuilt.
-    Returns (compiled candidates per variant, failures per variant name: launch id -> message)."""
+    Every ninja run reports its steps to `progress`. Returns (compiled candidates per variant, failures
+    per variant name: launch id -> message)."""
     toolchain = tc.detect()
     plans = [tuning_plan(v, c) for v, c in zip(variants, candidates)]
     failures: dict[str, dict[str, str]] = {v.name: {} for v in variants}
     try:
-        build(variants, toolchain, archs, cache_dir, jobs, launch_plans=plans)
+        build(variants, toolchain, archs, cache_dir, jobs, launch_plans=plans, progress=progress)
         return candidates, failures
     except BuildError:
         pass
@@ -51,7 +81,7 @@ def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], 
     for v, cands in zip(variants, candidates):
         singles = [plan_routes(v, [(ALL_TOKENS, inst)]) for inst in instances(cands)]
         try:
-            build([v] * len(singles), toolchain, archs, cache_dir, jobs, launch_plans=singles)
+            build([v] * len(singles), toolchain, archs, cache_dir, jobs, launch_plans=singles, progress=progress)
         except BuildError:
             pass
         planned = plan_builds([v] * len(singles), toolchain, archs, singles)
@@ -62,7 +92,8 @@ def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], 
         kept.append([c for c in cands if c.instance not in bad])
     live = [(v, c) for v, c in zip(variants, kept) if c]
     if live:
-        build([v for v, _ in live], toolchain, archs, cache_dir, jobs, launch_plans=[tuning_plan(v, c) for v, c in live])
+        build([v for v, _ in live], toolchain, archs, cache_dir, jobs,
+              launch_plans=[tuning_plan(v, c) for v, c in live], progress=progress)
     return kept, failures
 
 
@@ -153,28 +184,31 @@ class VariantResult:
 def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tuple[object, ...]],
          buckets: tuple[int, ...], gpus: list[str | None], archs: tuple[str, ...], cache_dir: Path | None,
          out_dir: Path, jobs: int | None, budget_s: float | None,
-         on_event: Callable[[str, dict[str, Any]], None]) -> list[VariantResult]:
-    """Tune variants (compile all candidates, then one worker per variant per GPU) and write records."""
+         on_event: Callable[[str, dict[str, Any]], None], progress: Progress | None = None) -> list[VariantResult]:
+    """Tune variants (compile all candidates, then one worker per variant per GPU) and write records.
+    The GPU is asked for first: without one the compile would be wasted. The "compile" event says how
+    many variants and ninja steps the compile runs (before it starts), and `progress` gets its steps."""
     import concurrent.futures
     import time
 
     from . import records
-    from .gpu import current
     from .search import select
     from .space import candidates as space_candidates
     from .space import default_space
 
+    gpu = require_gpu()
     start = time.monotonic()
-    cands = [space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
-    on_event("", {"event": "compile", "variants": len(variants), "instances": sum(len(instances(c)) for c in cands)})
-    compiled, compile_failures = compile_candidates(variants, cands, archs, cache_dir, jobs)
-    on_event("", {"event": "compiled", "seconds": time.monotonic() - start})
-    gpu = current()
-    if gpu is None:
-        raise TuningError("tuning needs a CUDA GPU; none is visible here")
-    from .. import __version__
     toolchain = tc.detect()
+    cands = [space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
+    plans: list[LaunchPlan | None] = [tuning_plan(v, c) for v, c in zip(variants, cands)]
+    todo = unbuilt(variants, toolchain, archs, cache_dir, plans)
+    on_event("", {"event": "compile", "variants": len(variants), "instances": sum(len(instances(c)) for c in cands),
+                  "to_compile": len({p.variant.name for p in todo}), "steps": STEPS_PER_LIBRARY * len(todo)})
+    compiled, compile_failures = compile_candidates(variants, cands, archs, cache_dir, jobs, progress)
+    on_event("", {"event": "compiled", "seconds": time.monotonic() - start})
     import torch
+
+    from .._version import __version__
 
     meta_toolchain = {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version, "kernelgen": __version__,
                       "torch": torch.__version__, "cuda_runtime": str(torch.version.cuda)}
