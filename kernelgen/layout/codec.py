@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..spec.formats import E2M1_MAX, E4M3_MAX, QMAX, Part
@@ -134,7 +135,7 @@ def _nan_row(encoding: str, size: int, device: str) -> torch.Tensor:
 def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for seg in layout.segments:
-        out.update(_ENCODERS[seg.part.rule](seg.part, y[:, seg.begin:seg.end]))
+        out.update(RULES[seg.part.rule].encode(seg.part, y[:, seg.begin:seg.end]))
     return out
 
 
@@ -214,15 +215,6 @@ def _encode_e4m3_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part.field: nibbles[:, 0::2] | (nibbles[:, 1::2] << 4), part.scale_field: scale_codes}
 
 
-_ENCODERS: dict[tuple[str, str], Callable[[Part, torch.Tensor], dict[str, torch.Tensor]]] = {
-    ("bf16", "none"): _encode_plain_bf16,
-    ("e4m3", "fp32"): _encode_e4m3_token_scale,
-    ("e4m3", "fp32_divided"): _encode_e4m3_divided,
-    ("e4m3", "fp32_pow2"): _encode_e4m3_pow2_scale,
-    ("e4m3", "ue8m0"): _encode_pow2_groups,
-    ("e2m1x2", "ue8m0"): _encode_pow2_groups,
-    ("e2m1x2", "e4m3"): _encode_e4m3_groups,
-}
 
 
 def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
@@ -237,7 +229,7 @@ def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Ten
     import torch
 
     segments = sorted(layout.segments, key=lambda seg: seg.begin)
-    return torch.cat([_DECODERS[seg.part.rule](seg.part, fields) for seg in segments], dim=-1)
+    return torch.cat([RULES[seg.part.rule].decode(seg.part, fields) for seg in segments], dim=-1)
 
 
 def _decode_plain_bf16(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -266,12 +258,20 @@ def _decode_e4m3_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Te
     return e2m1_decode(unpack_nibbles(fields[part.field])) * scale
 
 
-_DECODERS: dict[tuple[str, str], Callable[[Part, dict[str, torch.Tensor]], torch.Tensor]] = {
-    ("bf16", "none"): _decode_plain_bf16,
-    ("e4m3", "fp32"): _decode_e4m3_token_scale,
-    ("e4m3", "fp32_divided"): _decode_e4m3_token_scale,
-    ("e4m3", "fp32_pow2"): _decode_e4m3_token_scale,
-    ("e4m3", "ue8m0"): _decode_pow2_groups,
-    ("e2m1x2", "ue8m0"): _decode_pow2_groups,
-    ("e2m1x2", "e4m3"): _decode_e4m3_groups,
+@dataclass(frozen=True)
+class Rule:
+    """How one part rule (element encoding, scale kind) of the format table turns rows into bytes and back."""
+
+    encode: Callable[[Part, torch.Tensor], dict[str, torch.Tensor]]
+    decode: Callable[[Part, dict[str, torch.Tensor]], torch.Tensor]
+
+
+RULES: dict[tuple[str, str], Rule] = {
+    ("bf16", "none"): Rule(_encode_plain_bf16, _decode_plain_bf16),
+    ("e4m3", "fp32"): Rule(_encode_e4m3_token_scale, _decode_e4m3_token_scale),
+    ("e4m3", "fp32_divided"): Rule(_encode_e4m3_divided, _decode_e4m3_token_scale),
+    ("e4m3", "fp32_pow2"): Rule(_encode_e4m3_pow2_scale, _decode_e4m3_token_scale),
+    ("e4m3", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
+    ("e2m1x2", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
+    ("e2m1x2", "e4m3"): Rule(_encode_e4m3_groups, _decode_e4m3_groups),
 }
