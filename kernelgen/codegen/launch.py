@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from ..spec.formats import format_of
 from ..spec.variant import Launch, Variant
 
-# Defaults from a launch sweep on the H200 (tools/results/h200_sweep_launch.log): 16 values
+# Defaults from a launch sweep on the H200 (`git show def195b~1:tools/results/h200_sweep_launch.log`): 16 values
 # per thread and 64-thread blocks were within ~10% of the best at 262144 tokens and the best
 # or near it at 2048 tokens, for the DeepSeek-V4 indexer (fp8/bf16/fp4) and main-KV layouts.
 DEFAULT_BLOCK_THREADS = 64
