@@ -146,10 +146,7 @@ def _encode_plain_bf16(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def _encode_e4m3_token_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
-    import torch
-
-    amax = y.abs().amax(dim=-1, keepdim=True)
-    scale = torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(E4M3_MAX, y)
+    scale = _token_scale(y)
     # Codes of y * RN(1 / scale), as the kernel computes them (one multiply per value, not a
     # divide). The float64 quotient rounded to float32 is RN(1 / scale): 53 >= 2 * 24 + 2 bits,
     # so rounding twice cannot differ from rounding once.

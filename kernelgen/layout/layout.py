@@ -33,10 +33,6 @@ class Segment:
     begin: int
     end: int
 
-    @property
-    def dims(self) -> int:
-        return self.end - self.begin
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -123,8 +119,7 @@ def _sized_fields(v: Variant, fmt: StoreFormat) -> list[_Sized]:
         what = part.what.format(begin=begin, last=end - 1)
         values.append(_Sized(part.field, part.encoding, part.value_bytes(end - begin), what))
         if part.scale != "none":
-            encoding: Encoding = "fp32" if part.scale.startswith("fp32") else part.scale  # type: ignore[assignment]
-            scales.append(_Sized(part.scale_field, encoding, part.scale_bytes(end - begin),
+            scales.append(_Sized(part.scale_field, part.scale_encoding, part.scale_bytes(end - begin),  # type: ignore[arg-type]
                                  part.scale_what.format(group=part.group)))
     return values + scales
 

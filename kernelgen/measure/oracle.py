@@ -420,10 +420,6 @@ def _check_plain_bf16(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -
     return [_verdict(part.field, _decode_bf16(raw[part.field]), values, BF16)], 0.0
 
 
-def _check_e4m3_token_scale(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
-    return _check_fp8_e4m3(part, values, raw)
-
-
 def _check_pow2_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
     codes = _decode_e4m3(raw[part.field]) if part.encoding == "e4m3" else _decode_e2m1(raw[part.field])
     grid = E4M3 if part.encoding == "e4m3" else E2M1
@@ -475,8 +471,8 @@ def _check_e4m3_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
 
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
-    ("e4m3", "fp32"): _check_e4m3_token_scale,
-    ("e4m3", "fp32_divided"): _check_e4m3_token_scale,  # the window's slack covers a divide as a multiply
+    ("e4m3", "fp32"): _check_fp8_e4m3,
+    ("e4m3", "fp32_divided"): _check_fp8_e4m3,  # the window's slack covers a divide as a multiply
     ("e4m3", "fp32_pow2"): _check_e4m3_pow2_scale,
     ("e4m3", "ue8m0"): _check_pow2_groups,
     ("e2m1x2", "ue8m0"): _check_pow2_groups,

@@ -26,6 +26,9 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}
 VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
+# How each scale kind is stored: the field's encoding and bytes per scale.
+SCALE_STORAGE: dict[str, tuple[str, int]] = {"fp32": ("fp32", 4), "fp32_divided": ("fp32", 4),
+                                             "fp32_pow2": ("fp32", 4), "ue8m0": ("ue8m0", 1), "e4m3": ("e4m3", 1)}
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,12 @@ class Part:
     def scale_count(self, dims: int) -> int:
         return 1 if self.group == 0 else max(dims // self.group, 1)
 
+    @property
+    def scale_encoding(self) -> str:
+        return SCALE_STORAGE[self.scale][0]
+
     def scale_bytes(self, dims: int) -> int:
-        return {"none": 0, "fp32": 4, "fp32_divided": 4, "fp32_pow2": 4, "ue8m0": 1, "e4m3": 1}[self.scale] \
-            * self.scale_count(dims)
+        return SCALE_STORAGE[self.scale][1] * self.scale_count(dims) if self.scale != "none" else 0
 
 
 @dataclass(frozen=True)

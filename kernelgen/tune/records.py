@@ -69,16 +69,12 @@ def _headers() -> tuple[tuple[str, bytes], ...]:
 
 def current_code(v: Variant, gpu: GpuInfo, instance_ids: Iterable[str]) -> dict[str, str]:
     """The key of each instance's code as this kernelgen and toolchain build it for gpu."""
-    headers, compiler, arch = dict(_headers()), _compiler(packs(gpu)), arch_of(gpu)
+    headers, compiler, arch = _headers(), _compiler(packs(gpu)), arch_of(gpu)
     return {iid: _instance_key(v, iid, arch, compiler, headers) for iid in sorted(set(instance_ids))}
 
 
-def _instance_key(v: Variant, iid: str, arch: str, compiler: str, headers: dict[str, bytes]) -> str:
-    return _cached_key(v, iid, arch, compiler, tuple(sorted(headers.items())))
-
-
 @functools.lru_cache(maxsize=512)
-def _cached_key(v: Variant, iid: str, arch: str, compiler: str, headers: tuple[tuple[str, bytes], ...]) -> str:
+def _instance_key(v: Variant, iid: str, arch: str, compiler: str, headers: tuple[tuple[str, bytes], ...]) -> str:
     return codekey.instance_key(resolve(v), Launch.from_id(iid), dict(headers), arch, compiler)
 
 
