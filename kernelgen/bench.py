@@ -131,7 +131,7 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
 
     def run() -> None:
         reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
-                        inputs["kvcache"], 1e-6, inputs["bias"], all_valid=True)
+                        inputs["kvcache"], 1e-6, inputs["bias"], all_valid=True, scale=inputs.get("scale"))
 
     if not compiled:
         return run

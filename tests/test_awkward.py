@@ -34,7 +34,7 @@ def awkward_inputs(v, n: int = 64) -> dict:
 def store(v, inputs) -> torch.Tensor:
     cache = inputs["kvcache"].clone()
     reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], cache,
-                    1e-6, inputs["bias"])
+                    1e-6, inputs["bias"], scale=inputs["scale"])
     return cache
 
 
@@ -42,13 +42,13 @@ def store(v, inputs) -> torch.Tensor:
 def test_nan_inf_and_overflowing_rows_become_nan_rows(store_kind: str) -> None:
     v = ONE_PER_STORE[store_kind]
     inputs = awkward_inputs(v)
-    values = pages_of(v).decode(store(v, inputs), inputs["out_loc"])
+    values = pages_of(v).decode(store(v, inputs), inputs["out_loc"], inputs["scale"])
     assert torch.isnan(values[1:5]).all(), "every value of a NaN/inf/overflowing row decodes to NaN"
     if v.norm != "none" and not v.norm_bias:
         assert (values[5] == 0).all(), "an all-zero row normalizes to zeros"
     clean = {k: (t.clone() if t is not None else None) for k, t in inputs.items()}
     clean["x"][1:5] = 1.0
-    clean_values = pages_of(v).decode(store(v, clean), clean["out_loc"])
+    clean_values = pages_of(v).decode(store(v, clean), clean["out_loc"], clean["scale"])
     assert torch.equal(values[6:], clean_values[6:]), "other rows of the batch are unaffected"
 
 

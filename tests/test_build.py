@@ -17,6 +17,8 @@ from kernelgen.cli import main
 from kernelgen.errors import BuildError, LayoutMismatch
 from kernelgen.runtime.op import load
 from kernelgen.spec.parse import load_spec
+from kernelgen.codegen.launch import resolve
+from kernelgen.codegen.render import render_variant
 from kernelgen.spec.variant import Launch
 
 pytestmark = pytest.mark.build
@@ -61,27 +63,28 @@ def test_loaded_op_checks_tensors_before_launch(cache_dir: Path) -> None:
         op(x, w, freqs, pos, loc, op.layout.allocate(2))
 
 
-def test_unused_tensors_reach_the_symbol_as_empty_placeholders(cache_dir: Path) -> None:
-    """The call path fills a None operand (here the bias of an RMSNorm variant) with one empty uint8 tensor,
-    in its own argument position, and passes every other argument through untouched."""
+def test_the_symbol_takes_only_the_tensors_its_variant_uses(cache_dir: Path) -> None:
+    """An RMSNorm variant's symbol has no bias and no scale parameter: the op passes x, weight, freqs,
+    positions, out_loc and kvcache untouched, in that order, then eps (a bias given to it is dropped); the
+    generated C++ signature says the same."""
     op = load("dsv4_indexer", NAME, arch="sm_90a")
+    assert op.args == ("x", "weight", "freqs", "positions", "out_loc", "kvcache")
     seen: list[tuple] = []
     op.function = lambda *args: seen.append(args)
     x, w = torch.randn(4, 128).bfloat16(), torch.randn(128)
     freqs, pos, loc, pool = torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4), op.layout.allocate(2)
-    op(x, w, freqs, pos, loc, pool, eps=1e-5)
-    got = seen[-1]
-    assert got[0] is x and got[1] is w and got[3] is freqs and got[4] is pos and got[5] is loc and got[6] is pool
-    assert got[2].numel() == 0 and got[2].dtype == torch.uint8 and got[7] == 1e-5
-    op(x, None, None, None, loc, pool)
-    assert all(t.numel() == 0 and t.dtype == torch.uint8 for t in seen[-1][1:5])
+    op(x, w, freqs, pos, loc, pool, eps=1e-5, bias=torch.ones(128))
+    assert len(seen[-1]) == 7 and all(a is b for a, b in zip(seen[-1], (x, w, freqs, pos, loc, pool))) and seen[-1][6] == 1e-5
+    source = render_variant(resolve(op.variant))
+    assert f"void {NAME}(\n    tvm::ffi::TensorView x,\n    tvm::ffi::TensorView weight,\n    tvm::ffi::TensorView freqs," in source
+    assert "TensorView bias" not in source and "TensorView scale" not in source
 
 
 def test_exported_symbol_guards_itself(cache_dir: Path) -> None:
     """A serving framework calling the .so directly still gets a clean error, not a wild write."""
     op = load("dsv4_indexer", NAME, arch="sm_90a")
     x, w = torch.randn(4, 128).bfloat16(), torch.randn(128)
-    args = (x, w, torch.empty(0), torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4))
+    args = (x, w, torch.randn(16, 64), torch.zeros(4, dtype=torch.long), torch.arange(4))
     with pytest.raises(Exception, match="x must be on a CUDA device"):
         op.function(*args, op.layout.allocate(2), 1e-6)
 

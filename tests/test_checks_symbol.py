@@ -59,7 +59,7 @@ def test_symbol_and_python_say_the_same_words_for_every_check(op: Op) -> None:
         with pytest.raises(LayoutMismatch) as python_said:
             op.checker.check(*args)
         with pytest.raises(Exception) as symbol_said:
-            op.function(*args, 1e-6)
+            op.launch(*args, None, 1e-6)
         assert type(symbol_said.value).__name__ == "ValueError"
         assert str(symbol_said.value) == str(python_said.value), (i, bad.dtype, list(bad.shape))
         with pytest.raises(LayoutMismatch) as op_said:  # the op's own refusal: the same words again

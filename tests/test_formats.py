@@ -64,7 +64,8 @@ def shipped_bytes() -> dict[str, dict[str, object]]:
         gen = torch.Generator().manual_seed(7)
         y = torch.randn(6, v.head_dim, generator=gen) * torch.tensor([1e-3, 1.0, 40.0, 1e4, 0.0, 1.0])[:, None]
         y[5, 3] = float("nan")
-        fields = codec.encode(lay, y, v.round_through_bf16)
+        g = torch.tensor([37.25]) if FORMATS[v.store].global_scale else None
+        fields = codec.encode(lay, y, v.round_through_bf16, g)
         out[v.name] = {"layout": layout_json(lay),
                        "bytes": {k: hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()[:16]
                                  for k, t in sorted(fields.items())}}

@@ -38,8 +38,8 @@ def inputs_and_expected(op: Op, num_tokens: int, seed: int) -> tuple[dict, Any]:
 
 def config_runner(op: Op, index: int, pdl: bool) -> Any:
     """verify()'s run(...) for configuration `index` of op's plan, launched with or without PDL."""
-    def run(x, w, f, p, o, c, eps, bias):  # noqa: ANN001
-        op.launch_config(index, pdl, x, w, bias, f, p, o, c, eps)
+    def run(x, w, f, p, o, c, eps, bias, scale=None):  # noqa: ANN001
+        op.launch_config(index, pdl, x, w, bias, f, p, o, c, scale, eps)
     return run
 
 
@@ -108,7 +108,7 @@ def test_wrong_pool_raises_and_writes_nothing(shipped_ops: dict[str, Op]) -> Non
         op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], bf16_pool)
     with pytest.raises(Exception, match="16384"):  # the exported symbol checks too, without the Python layer
         op.launch(inputs["x"], inputs["weight"], None, inputs["freqs"], inputs["positions"], inputs["out_loc"],
-                  bf16_pool, 1e-6)
+                  bf16_pool, None, 1e-6)
     torch.cuda.synchronize()
     assert bool((bf16_pool == 0xAB).all())
 
@@ -195,7 +195,7 @@ def test_symbol_and_python_refuse_each_bad_tensor_with_the_same_words(shipped_op
                 op.checker.check(*args)
             before = good[6].clone()
             with pytest.raises(Exception) as symbol_said:  # the exported symbol refuses it on its own
-                op.launch(*args, 1e-6)
+                op.launch(*args, None, 1e-6)
             assert str(symbol_said.value) == str(python_said.value), (name, str(symbol_said.value))
             with pytest.raises(LayoutMismatch):  # and the op says it in the same words
                 op(args[0], args[1], args[3], args[4], args[5], args[6], bias=args[2])
@@ -237,7 +237,7 @@ def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64",
                                   "dsv32_indexer_bf16_p64", "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64",
-                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64"])
+                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4", "example_nvfp4_d64_neox"])
 def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, name: str) -> None:
     from kernelgen.spec.parse import load_spec
     from kernelgen.tune.runner import built_artifact
@@ -253,7 +253,8 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_indexer_bf16_p64",
                                   "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64", "dsv4_mainkv_nvfp4_p64",
-                                  "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64"])
+                                  "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64",
+                                  "example_nvfp4", "example_nvfp4_d64_neox"])
 def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: str) -> None:
     """NaN, inf and overflowing rows become canonical NaN rows, zero rows stay finite, exactly as the reference."""
     import torch
@@ -266,7 +267,7 @@ def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: 
     x[5, :] = 0.0
     want = expected(op.variant, inputs)
     op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
-       bias=inputs["bias"])
+       bias=inputs["bias"], scale=inputs["scale"])
     torch.cuda.synchronize()
     assert torch.equal(inputs["kvcache"], want)
 
@@ -300,6 +301,34 @@ def test_norm_is_exact_for_every_eps(shipped_ops: dict[str, Op], name: str, eps:
        eps=eps, bias=inputs["bias"])
     torch.cuda.synchronize()
     assert torch.equal(inputs["kvcache"], want)
+
+
+def test_a_captured_graph_reads_the_global_scale_at_replay(shipped_ops: dict[str, Op]) -> None:
+    """nvfp4's g is a device tensor: a graph captured with one value writes the bytes of the value the
+    tensor holds at replay; a wrong scale tensor is refused by the symbol and the op in the same words."""
+    import torch
+
+    op = shipped_ops["example_nvfp4"]
+    inputs = make_inputs(op.variant, 300, 16, "cuda", seed=31)
+    args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc", "kvcache")]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(*args, scale=inputs["scale"])
+    inputs["scale"].fill_(3.3)
+    want = expected(op.variant, inputs)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+    before = inputs["kvcache"].clone()
+    for bad in (inputs["scale"].double(), inputs["scale"].cpu(), inputs["scale"].repeat(2), None):
+        with pytest.raises(LayoutMismatch, match="scale must") as python_said:
+            op(*args, scale=bad)
+        if bad is not None:
+            with pytest.raises(Exception) as symbol_said:
+                op.launch(args[0], args[1], None, *args[2:], bad, 1e-6)
+            assert str(symbol_said.value) == str(python_said.value)
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], before)
 
 
 def test_torch_custom_op_under_compile_graphs_and_streams(shipped_ops: dict[str, Op]) -> None:

@@ -39,6 +39,7 @@ VIOLATIONS: dict[str, Variant] = {
     "flashmla_group_span": Variant("g_flashmla_group_span", head_dim=512, store="fp8_flashmla", launch=Launch(16, 0, 2)),
     "nvfp4_dsv4_shape": Variant("g_nvfp4_dsv4_shape", head_dim=256, store="nvfp4_dsv4"),
     "nvfp4_dsv4_no_hadamard": Variant("g_nvfp4_dsv4_no_hadamard", head_dim=512, store="nvfp4_dsv4", hadamard=True),
+    "nvfp4_group_span": Variant("g_nvfp4_group_span", store="nvfp4", launch=Launch(2, 0, 4)),
 }
 
 

@@ -27,7 +27,7 @@ Writer = Callable[[Variant, dict[str, Any], torch.Tensor, float], None]
 
 def reference_writer(v: Variant, inputs: dict[str, Any], cache: torch.Tensor, eps: float) -> None:
     reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], cache,
-                    eps, inputs["bias"])
+                    eps, inputs["bias"], scale=inputs["scale"])
 
 
 def judge(v: Variant, writer: Writer = reference_writer, eps: float = 1e-6, x_scale: float = 1.0,

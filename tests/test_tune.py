@@ -320,6 +320,28 @@ def test_rekey_compares_the_launch_code_not_only_the_kernels(monkeypatch: pytest
         edited("void run(", "void launch(")
 
 
+def test_rekey_lets_a_new_params_field_through_but_not_a_launch_that_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Params field the old kernels never read, filled from a new run() parameter, leaves the launch as it
+    was (the global scale of nvfp4 came in so); the same parameter shaping the grid does not."""
+    import re
+
+    from kernelgen.resources import include_dir
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    from rekey_records import HEADER, launch_code, launch_code_as_of
+
+    header = (include_dir() / HEADER).read_text()
+    field, assign, param = ("  const float* global_scale;", "  p.global_scale = reinterpret_cast<const float*>(address(scale));\n",
+                            " tvm::ffi::TensorView scale,")
+    assert header.count(assign) == 1 and header.count(param) == 1 and header.count(field) == 1
+    old = re.sub(re.escape(field) + r"[^\n]*\n", "", header.replace(assign, "").replace(param, ""))
+    assert launch_code(old) != launch_code(header)
+    assert launch_code_as_of(old, header) == launch_code(old)
+    grid = "launch.gridDim = dim3(static_cast<unsigned>(blocks));"
+    shaped = header.replace(grid, "launch.gridDim = dim3(static_cast<unsigned>(blocks + scale.size(0)));")
+    assert launch_code_as_of(old, shaped) != launch_code(old)
+
+
 def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() -> None:
     """After a template change the shipped records are stale (another template): re-tune on an H200 with
     `kernelgen tune SPEC --out cache` for each shipped spec, or, where the kernels' code did not change,

@@ -15,8 +15,8 @@ FP8 = Variant("v_fp8", head_dim=128, hadamard=True, store="fp8_e4m3", page_size=
 
 
 def reference_run(v: Variant, tamper=None):
-    def run(x, w, f, p, loc, cache, eps, bias):
-        reference.store(v, x, w, f, p, loc, cache, eps, bias)
+    def run(x, w, f, p, loc, cache, eps, bias, scale):
+        reference.store(v, x, w, f, p, loc, cache, eps, bias, scale=scale)
         if tamper:
             tamper(cache, loc)
     return run

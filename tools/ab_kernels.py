@@ -38,7 +38,7 @@ from kernelgen.spec.variant import Launch
 spec, name, launch, tokens = sys.argv[1:5]
 v = load_spec(spec).variant(name)
 op = load_variant(v, plan=plan_routes(v, [(ALL_TOKENS, Launch.from_id(launch))]) if launch else None)
-print(json.dumps({"library": str(op.artifact.library), "plan": op.plan.describe(),
+print(json.dumps({"library": str(op.artifact.library), "plan": op.plan.describe(), "args": getattr(op, "args", None),
                   "routes": {n: op.plan.launch_for(int(n)).id for n in tokens.split(",")}}))
 """
 
@@ -53,6 +53,17 @@ def build_in(tree: Path, spec: str, variant: str, launch: str, tokens: str) -> d
     if done.returncode:
         raise SystemExit(f"{tree}: building {variant} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def symbol_call(every: tuple[Any, ...], args: list[str] | None, unused: Any) -> tuple[Any, ...]:
+    """A side's symbol arguments from launch_args' (every tensor of the family, then eps): the tensors it
+    names (op.args), or, for a tree before per-variant symbols, the first seven with `unused` for None."""
+    from kernelgen.codegen.checks import ARGS
+
+    *tensors, eps = every
+    if args is None:
+        return (*(t if t is not None else unused for t in tensors[:7]), eps)
+    return (*(tensors[ARGS.index(a)] for a in args), eps)
 
 
 def main() -> int:
@@ -93,12 +104,12 @@ def main() -> int:
             for workload in args.workloads.split(","):
                 for n in (int(t) for t in args.tokens.split(",")):
                     inputs = workload_inputs(v, n, workload, seed=1)
-                    x, *optional, loc, cache0, eps = launch_args(inputs)
-                    a = (x, *(t if t is not None else unused for t in optional), loc, cache0, eps)
+                    every = launch_args(inputs)
+                    calls = {side: symbol_call(every, b.get("args"), unused) for side, b in built.items()}
                     caches = {}
                     for side, fn in fns.items():  # the bytes each side writes into one starting cache
                         cache = inputs["kvcache"].clone()
-                        fn(*a[:6], cache, a[7])
+                        fn(*(cache if t is inputs["kvcache"] else t for t in calls[side]))
                         caches[side] = cache
                     differ = int((caches["old"] != caches["new"]).sum())
                     times: dict[str, list[float]] = {"old": [], "new": [], "floor": []}
@@ -106,7 +117,7 @@ def main() -> int:
                         order = ("old", "new") if r % 2 == 0 else ("new", "old")
                         times["floor"].append(empty_kernel_floor_us())
                         for side in order:
-                            times[side].append(rotated_graph_us([lambda fn=fns[side], a=a: fn(*a)]))  # as bench and the floor
+                            times[side].append(rotated_graph_us([lambda fn=fns[side], a=calls[side]: fn(*a)]))  # as bench and the floor
                     med = {k: statistics.median(x) for k, x in times.items()}
                     routes = {side: b["routes"][str(n)] for side, b in built.items()}
                     rows.append(dict(variant=name, workload=workload, tokens=n, old_us=round(med["old"], 3),

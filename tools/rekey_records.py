@@ -9,7 +9,8 @@ every kernel. Records whose kernels are identical instruction for instruction mo
 template, keeping the timings of the proven configurations only; the others are left alone (re-tune).
 Identical kernels are not enough when the host code that launches them changed (the grid, the block,
 the attributes, the parameters: `resident_blocks` and `run` in the kernel header): then the timings
-do not carry over, and the tool moves nothing.
+do not carry over, and the tool moves nothing. A new Params field (and the run() parameter that only
+fills it) is not such a change: REV's kernels never read it, and their SASS is compared anyway.
 
     python tools/rekey_records.py cache/nvidia-h200-sm90-132sms.json --from 578cbc9 [--dry-run] [--jobs 2]
 
@@ -79,6 +80,31 @@ def launch_code(header: str) -> str:
     return "\n".join(parts)
 
 
+def params_fields(header: str) -> set[str]:
+    """The member names of the kernel's Params struct."""
+    match = re.search(r"struct Params \{(.*?)\};", re.sub(r"//[^\n]*", "", header), re.S)
+    if match is None:
+        raise ValueError("no `struct Params {...};` in the kernel header: update params_fields in tools/rekey_records.py")
+    return {m.group(1) for m in re.finditer(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", match.group(1))}
+
+
+def launch_code_as_of(old_header: str, header: str) -> str:
+    """header's launch code, less what only feeds Params fields that old_header's kernels do not have: those
+    assignments, and the run() parameters nothing else reads. A new field the old kernels never read cannot
+    change how they launch (their SASS, compared separately, covers the rest)."""
+    new_fields = params_fields(header) - params_fields(old_header)
+    code = launch_code(header)
+    for field in new_fields:
+        code = re.sub(rf"\s*p\.{field} = [^;]*;", "", code)
+    signature = re.search(r"void run\((.*?)\) \{", code)
+    if signature is None:
+        return code
+    params = [p.strip() for p in signature.group(1).split(",")]
+    body = code[signature.end():]
+    kept = [p for p in params if re.search(rf"\b{p.split()[-1]}\b", body)]
+    return code[:signature.start(1)] + ", ".join(kept) + code[signature.end(1):]
+
+
 def old_entries(path: Path) -> tuple[records.GpuInfo, dict[str, tuple[records.Record, dict]]]:
     """A record file of schema 1 (one template hash) or 2 (code keys), as records and their raw entries."""
     raw = json.loads(path.read_text())
@@ -122,7 +148,8 @@ def main() -> int:
             ["git", "-C", str(REPO), "archive", rev, "kernelgen", "templates", "specs"], check=True,
             capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
-        if launch_code((old_tree / "templates" / HEADER).read_text()) != launch_code((include_dir() / HEADER).read_text()):
+        old_header = (old_tree / "templates" / HEADER).read_text()
+        if launch_code(old_header) != launch_code_as_of(old_header, (include_dir() / HEADER).read_text()):
             names = " and ".join(sig.split()[-1].rstrip("(") for sig in LAUNCH_FUNCTIONS)
             print(f"rekey: the launch code ({names} in {HEADER}: grid, block, attributes, parameters) differs "
                   f"between {rev} and this checkout, so timings do not carry over: re-tune "

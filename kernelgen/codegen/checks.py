@@ -10,11 +10,15 @@ Pure: no torch, no files. The Python interpreter of the table is runtime/op.py's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Callable
 
 from ..layout.layout import Layout
+from ..spec.formats import format_of
 from ..spec.variant import TORCH_DTYPES, Variant
 
-ARGS = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")  # the symbol's tensor arguments
+# Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
+ARGS = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache", "scale")
 PARAM_ALIGN = 16  # weight, bias and freqs are read with 16-byte loads
 INDEX_DTYPES = ("int32", "int64")
 
@@ -107,9 +111,24 @@ def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
     cache.insert(1, Check("kvcache", "page_bytes", f"kvcache rows are {{got}} bytes but {v.name} writes {page}-byte "
                                                    f"pages ({layout.describe()}); allocate the pool with this variant's "
                                                    "layout or pick the variant matching the pool", value=page))
+    if format_of(v).global_scale:
+        cache += _tensor("scale", ("float32",), (1,), 4,
+                         message=f"scale must be float32 [1], the global scale g of {v.store} (codes are of v * g)")
     # last, so a CPU caller (a test, a dry run) first hears about shapes, dtypes and layouts
     device = [Check("x", "cuda", "x must be on a CUDA device")]
     return tuple(checks + cache + device)
+
+
+def symbol_args(table: tuple[Check, ...]) -> tuple[str, ...]:
+    """The tensor arguments a variant's symbol takes (those its checks name), in ARGS order; then eps."""
+    named = {c.arg for c in table}
+    return tuple(a for a in ARGS if a in named)
+
+
+def symbol_picker(args: tuple[str, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """A C-level getter from the family's tensors (in ARGS order) to a symbol's parameters (symbol_args)."""
+    getter = itemgetter(*(ARGS.index(a) for a in args))
+    return getter if len(args) > 1 else (lambda tensors: (getter(tensors),))
 
 
 def requirements(checks: tuple[Check, ...]) -> list[str]:

@@ -13,7 +13,7 @@ from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
 from ..spec.variant import Launch, Variant
-from .checks import cpp_checks, cpp_dtype_names
+from .checks import ARGS, cpp_checks, cpp_dtype_names, symbol_args, table
 from .guards import GUARDS, precheck
 from .launch import LaunchPlan, default_plan, resolve
 
@@ -99,11 +99,19 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
         "checks": cpp_checks(v, layout, xa),
+        **_symbol_args(v, layout, xa),
         "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
         **_field_constants(layout),
     }
+
+
+def _symbol_args(v: Variant, layout: Layout, xa: int) -> dict[str, Any]:
+    """The symbol's tensor parameters, and run()'s arguments: every tensor of the family, x where unused."""
+    args = symbol_args(table(v, layout, xa))
+    return {"args": list(args), "unused": [a for a in ARGS if a not in args],
+            "run_args": ", ".join(a if a in args else "x" for a in ARGS)}
 
 
 def x_align(v: Variant, plan: LaunchPlan) -> int:

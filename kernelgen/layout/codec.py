@@ -5,7 +5,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..spec.formats import E2M1_MAX, E4M3_MAX, QMAX, Part
+from ..spec.formats import E2M1_MAX, E4M3_MAX, FORMATS, QMAX, Part
 from .layout import Layout
 
 if TYPE_CHECKING:
@@ -109,18 +109,35 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 NAN_BYTES = {"bf16": b"\xc0\x7f", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00"}
 
 
-def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False) -> dict[str, torch.Tensor]:
+def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False,
+           global_scale: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """float32 rows [N, D] -> the bytes of each layout field for each row. A row holding NaN or inf
-    becomes canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF, e2m1 0)."""
+    becomes canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF, e2m1 0).
+    A format with a global scale multiplies the rows by g (global_scale, float32 [1]) first."""
     import torch
 
     if round_through_bf16:
         y = bf16_round(y)
+    g = _global_scale(layout, global_scale)
+    if g is not None:
+        y = y * g
     fields = _encode_finite(layout, torch.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0))
     bad = ~torch.isfinite(y).all(dim=-1, keepdim=True)  # a select, not a branch: no host sync, one graph
     for f in layout.fields:
         fields[f.name] = torch.where(bad, _nan_row(f.encoding, f.size, str(y.device)), fields[f.name])
     return fields
+
+
+def _global_scale(layout: Layout, g: torch.Tensor | None) -> torch.Tensor | None:
+    """g as a float32 [1, 1] on the rows' side, for a format with a global scale (None otherwise)."""
+    import torch
+
+    if not FORMATS[layout.store].global_scale:
+        return None
+    if g is None or g.numel() != 1:
+        raise ValueError(f"{layout.variant_name}: store {layout.store} needs its global scale g: pass scale=, "
+                         "a float32 [1] tensor")
+    return g.to(torch.float32).reshape(1, 1)
 
 
 @functools.cache
@@ -214,11 +231,16 @@ def _encode_e4m3_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 
-def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor) -> torch.Tensor:
-    """Field bytes -> float32 [N, D]; rows that are not valid slots become NaN."""
+def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor,
+           global_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """Field bytes -> float32 [N, D]; rows that are not valid slots become NaN. A format with a global
+    scale divides the decoded values by g (global_scale)."""
     import torch
 
     y = _decode_values(layout, fields)
+    g = _global_scale(layout, global_scale)
+    if g is not None:
+        y = y / g.to(y.device)
     return torch.where(valid.to(y.device)[:, None], y, torch.full_like(y, float("nan")))
 
 

@@ -27,6 +27,15 @@ scale) and its page arrangement (regions of per-token records, one after another
 or inf is stored as canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF,
 e2m1 0), in every format.
 
+**`nvfp4`: plain NVFP4 with a per-tensor global scale.** Per page: page_size x head_dim / 2 B of e2m1
+pairs (even dim in the low nibble), then page_size x head_dim / 16 B of e4m3 scales, one per 16 dims.
+The caller passes the global scale g with every call as a float32 [1] tensor on the GPU (`scale=`;
+a device tensor, so a captured CUDA graph reads its current value; e.g. g = 448 x 6 / amax of the
+tensor, NVFP4's usual choice). The row is multiplied by g (one float32 product per value), then each
+16-dim group is stored as `nvfp4_dsv4`'s nope dims are: s = e4m3_rn_sat(amax x RN(1/6)), codes = e2m1
+of v x g x RN(1/s), nearest even, saturating at 6. A reader recovers v = code x s / g
+(`op.layout.decode(cache, out_loc, scale=g)`). A row that is not finite after the product is a NaN row.
+
 ### Formats written as another kernel writes them
 
 **`nvfp4_dsv4`: FlashInfer 0.7.2's DeepSeek-V4 NVFP4 record** (`flashinfer/data/csrc/cake_dsv4/sm_120a/

@@ -25,10 +25,11 @@ class Pages(Layout):
 
         return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
 
-    def decode(self, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
-        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache)."""
+    def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache).
+        scale: the global scale g the rows were stored with (formats with one, e.g. nvfp4)."""
         valid, _, _ = split_slots(self, out_loc.to(cache.device), cache.shape[0])
-        return codec.decode(self, read_fields(self, cache, out_loc), valid)
+        return codec.decode(self, read_fields(self, cache, out_loc), valid, scale)
 
 
 def pages_of(v: Variant) -> Pages:

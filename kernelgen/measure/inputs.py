@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..codegen.launch import resolve
 from ..layout.layout import layout_of
+from ..spec.formats import format_of
 from ..spec.variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
@@ -49,8 +50,20 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
         positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
     cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
-                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache)
+                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
+                   scale=global_scale(v, g))
     return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+
+
+def global_scale(v: Variant, g: torch.Generator) -> torch.Tensor | None:
+    """A random g in [0.5, 64) for a format with a global scale (the caller's per-tensor scale, e.g.
+    448 * 6 / amax), else None: drawn at random, so (all but surely) not a power of two, which would move only
+    the scales' exponents."""
+    import torch
+
+    if not format_of(v).global_scale:
+        return None
+    return (torch.rand(1, generator=g) * 63.5 + 0.5).float()
 
 
 def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
@@ -96,5 +109,6 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8,
                           device=device)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
-                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache)
+                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
+                   scale=global_scale(v, torch.Generator().manual_seed(seed)))
     return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
 from ..layout.layout import Layout, layout_of
 from ..layout.pages import read_fields, written_mask
-from ..spec.formats import Part
+from ..spec.formats import Part, format_of
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -363,6 +363,13 @@ def _group_amax(span: _Span, group: int) -> _Span:
     return _Span(amax(span.mid.abs()), amax(low), amax(high))
 
 
+def _times(span: _Span, g: float) -> _Span:
+    """span * g (g > 0) in float32: the window widens by one product's rounding."""
+    slack = SAFETY * U
+    lo, hi = span.lo * g, span.hi * g
+    return _Span(span.mid * g, lo - slack * lo.abs(), hi + slack * hi.abs())
+
+
 def _scale_span(amax: _Span, qmax: float) -> _Span:
     """max(amax, 1e-4) / qmax; float32 adds the divide's rounding and the rounded 1e-4 constant."""
     slack = SAFETY * 2 * U
@@ -511,6 +518,8 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     values = _Span(rows.value, rows.value - width, rows.value + width)
     if v.round_through_bf16:  # the stored math is defined on the bf16-rounded row
         values = values.map(lambda t: round_to(t, BF16))
+    if format_of(v).global_scale:  # the row times g: one more float32 product
+        values = _times(values, float(inputs["scale"].double().cpu()))
     checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
     outside = 0 if poison is None else int(((cache != poison.cpu()) & ~written_mask(layout, cache, torch.where(
         keep, out_loc, -1))).sum())

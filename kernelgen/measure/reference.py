@@ -126,14 +126,15 @@ def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | No
 
 def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
           positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
-          bias: torch.Tensor | None = None, all_valid: bool = False) -> None:
+          bias: torch.Tensor | None = None, all_valid: bool = False, scale: torch.Tensor | None = None) -> None:
     """What the kernel does, into kvcache in place. all_valid: the caller guarantees every row is
-    written (valid slot, position inside freqs), so no row mask is built (see pages.write_fields)."""
+    written (valid slot, position inside freqs), so no row mask is built (see pages.write_fields).
+    scale: the global scale g of a format that has one (nvfp4)."""
     import torch
 
     layout: Layout = layout_of(v)
     y = rows(v, x, weight, freqs, positions, eps, bias)
-    fields = codec.encode(layout, y, v.round_through_bf16)
+    fields = codec.encode(layout, y, v.round_through_bf16, scale)
     if all_valid:
         write_fields(layout, kvcache, out_loc.long(), fields, all_valid=True)
     else:

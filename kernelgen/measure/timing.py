@@ -50,8 +50,8 @@ def measure(op: Any, num_tokens: int) -> tuple[float, float]:
 
 
 def launch_args(inputs: dict[str, Any], eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
-    keys = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache")
-    return (*(inputs[k] for k in keys), eps)
+    keys = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache", "scale")  # checks.ARGS
+    return (*(inputs.get(k) for k in keys), eps)
 
 
 def rotation_sets(bytes_per_call: int, num_tokens: int, l2_bytes: int, min_tokens: int = 4096) -> int:

@@ -81,7 +81,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
         else:  # ue8m0
             ue8m0_bad += int((a != b).sum())
     rows = reference.rows(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], 1e-6, inputs["bias"])
-    decoded = pages_of(v).decode(got, loc)[keep]
+    decoded = pages_of(v).decode(got, loc, inputs.get("scale"))[keep]
     rel = float((decoded - rows[keep]).norm() / rows[keep].norm().clamp_min(1e-30))
     return Report(v.name, int(loc.numel()), int(keep.sum()), int((~keep).sum()), bf16_bad, code_bad, code_far, codes,
                   scale_ulp, ue8m0_bad, outside, rel)
@@ -91,16 +91,16 @@ def expected(v: Variant, inputs: dict[str, Any], eps: float = 1e-6) -> torch.Ten
     """The cache the reference writes from inputs (a copy; inputs["kvcache"] is left alone)."""
     want = inputs["kvcache"].clone()
     reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], want,
-                    eps, inputs["bias"])
+                    eps, inputs["bias"], scale=inputs.get("scale"))
     return want
 
 
 def verify(v: Variant, run: Callable[..., None], num_tokens: int, num_pages: int, device: str, seed: int) -> Report:
-    """Run `run(x, weight, freqs, positions, out_loc, kvcache, eps=, bias=)` and the reference on the
+    """Run `run(x, weight, freqs, positions, out_loc, kvcache, eps=, bias=, scale=)` and the reference on the
     same poisoned cache and compare."""
     inputs = make_inputs(v, num_tokens, num_pages, device, seed)
     poison = inputs["kvcache"].clone()
     want = expected(v, inputs)
     run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
-        eps=1e-6, bias=inputs["bias"])
+        eps=1e-6, bias=inputs["bias"], scale=inputs.get("scale"))
     return compare(v, inputs["kvcache"], want, poison, inputs)

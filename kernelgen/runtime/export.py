@@ -43,7 +43,8 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
 
 _NOTES = {"x": "last dim contiguous; rows aligned to the artifact's x_align bytes",
           "freqs": "(cos, sin) of pair j at columns 2j, 2j+1",
-          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "written in place"}
+          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "written in place",
+          "scale": "the global scale g on x's device, read by the kernel (a CUDA graph keeps it live)"}
 
 
 def abi(v: Variant, table: tuple[checks.Check, ...]) -> dict[str, Any]:
@@ -51,11 +52,8 @@ def abi(v: Variant, table: tuple[checks.Check, ...]) -> dict[str, Any]:
     check table (each artifact also lists the checks, which its symbols apply in order before launching)."""
     page_bytes = next(c.value for c in table if c.kind == "page_bytes")
     args = []
-    for name in checks.ARGS:
-        first = next((c for c in table if c.arg == name and c.kind == "dtype_shape"), None)
-        if first is None:
-            args.append({"name": name, "note": "unused by this variant: pass an empty tensor"})
-            continue
+    for name in checks.symbol_args(table):
+        first = next(c for c in table if c.arg == name and c.kind == "dtype_shape")
         dtypes = list(first.dtypes)
         arg: dict[str, Any] = {"name": name, "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
                                "shape": [page_bytes if s == "page_bytes" else s for s in first.shape]}

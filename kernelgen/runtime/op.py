@@ -41,20 +41,20 @@ class InputChecker:
     def __init__(self, v: Variant, layout: Layout, x_align: int) -> None:
         self.v, self.layout = resolve(v), layout
         self.checks = checks.table(self.v, layout, x_align)
-        self.used = tuple(a for a in checks.ARGS if any(c.arg == a for c in self.checks))
+        self.used = checks.symbol_args(self.checks)
 
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.v.name}: {what}")
 
     def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
-              metadata_only: bool = False) -> None:
+              scale: Any = None, metadata_only: bool = False) -> None:
         """Raise LayoutMismatch with the message of the first check that fails (the op calls this after
         the symbol refused, to say why in Python; debug mode calls it on every call). With
         metadata_only (torch.compile's fake tensors have no storage) addresses are not checked.
         Only Python can be handed something that is not a tensor: that is checked first."""
         import torch
 
-        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache)))
+        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache, scale)))
         for name in self.used:
             if not isinstance(args[name], torch.Tensor):
                 raise self.fail(f"{name} must be a torch tensor, got {type(args[name]).__name__}")
@@ -63,9 +63,9 @@ class InputChecker:
             raise LayoutMismatch(failed.text(self.v.name, self._got(failed, args[failed.arg])))
 
     def first_failure(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
-                      metadata_only: bool = False) -> checks.Check | None:
+                      scale: Any = None, metadata_only: bool = False) -> checks.Check | None:
         """The first check of the table that the tensors fail (None: all pass)."""
-        return self._first_failure(dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache))),
+        return self._first_failure(dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache, scale))),
                                    metadata_only)
 
     def _first_failure(self, args: dict[str, Any], metadata_only: bool) -> checks.Check | None:
@@ -116,32 +116,13 @@ class InputChecker:
                             "the rows' bytes could mix: pass distinct slots (checked because KERNELGEN_DEBUG=1)")
 
 
-@lru_cache(maxsize=None)
-def _placeholder(device: Any) -> Any:
-    import torch
-
-    return torch.empty(0, dtype=torch.uint8, device=device)
-
-
-@lru_cache(maxsize=None)
-def _placeholder_on(index: int) -> Any:
-    """_placeholder by device index (Tensor.get_device(): -1 for the CPU), the call path's key: building
-    and hashing x.device cost about 0.4 us per call."""
-    import torch
-
-    return _placeholder(torch.device("cpu") if index < 0 else torch.device("cuda", index))
-
-
-def _filled(device: Any, tensors: tuple[Any, ...]) -> list[Any]:
-    """The optional tensors, an empty placeholder where None (the symbol's way to say 'unused')."""
-    return [_placeholder(device) if t is None else t for t in tensors]
-
-
 class Op:
-    """A built variant, callable as op(x, weight, freqs, positions, out_loc, kvcache, eps=1e-6, bias=None).
+    """A built variant, callable as op(x, weight, freqs, positions, out_loc, kvcache, eps=1e-6, bias=None, scale=None).
 
     Its build holds one or more launch configurations; each call picks one from the token count
-    (the tuned dispatch, compiled into the library). `op.plan` says which serves which counts."""
+    (the tuned dispatch, compiled into the library). `op.plan` says which serves which counts.
+    The exported symbol takes only the tensors the variant uses (`op.args`, in checks.ARGS order, then
+    eps): the op passes those and drops the rest (a weight given to a variant without a norm is ignored)."""
 
     def __init__(self, artifact: Artifact, tuned_from: str = "defaults") -> None:
         self.artifact = artifact
@@ -153,6 +134,9 @@ class Op:
         module = load_module(artifact.library)
         self.function = module[self.variant.name]
         self.config_function = module[f"{self.variant.name}_config"]
+        self.args = self.checker.used
+        # (x, weight, bias, freqs, positions, out_loc, kvcache, scale) -> the symbol's tensors, in C
+        self.pick = checks.symbol_picker(self.args)
         self.debug = knobs.debug()  # read once: the call path reads no environment
 
     def __repr__(self) -> str:
@@ -165,42 +149,31 @@ class Op:
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
-                 eps: float = 1e-6, bias: torch.Tensor | None = None) -> None:
-        """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped)."""
+                 eps: float = 1e-6, bias: torch.Tensor | None = None, scale: torch.Tensor | None = None) -> None:
+        """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped). `scale` is the
+        float32 [1] device tensor g of a format with a global scale (nvfp4), else unused."""
         if self.debug:
-            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache)
+            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, scale)
             self.checker.no_duplicate_slots(out_loc, kvcache.shape[0])
         try:  # the exported symbol checks every tensor before it launches (nothing is written on failure)
-            # launch() inlined: a Python frame less on the host path of every call
-            unused = None
-            if weight is None or bias is None or freqs is None or positions is None:
-                unused = _placeholder_on(x.get_device())
-            self.function(x, unused if weight is None else weight, unused if bias is None else bias,
-                          unused if freqs is None else freqs, unused if positions is None else positions, out_loc,
-                          kvcache, eps)
+            self.function(*self.pick((x, weight, bias, freqs, positions, out_loc, kvcache, scale)), eps)
         except Exception:
             # Refused, or not convertible: say what is wrong in full words; a launch error stays as it is.
-            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache)
+            self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, scale)
             raise
 
     def launch(self, x: torch.Tensor, weight: Any, bias: Any, freqs: Any, positions: Any,
-               out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
+               out_loc: torch.Tensor, kvcache: torch.Tensor, scale: Any, eps: float) -> None:
         """The call without Python's checks (the exported symbol still checks every argument, in the same
         words, and raises ValueError). It runs on torch's current stream, also under CUDA-graph capture:
         tvm-ffi sets its environment stream from the first CUDA torch tensor of a call (the
         stream and graph tests in tests/test_gpu.py hold it to that)."""
-        if weight is None or bias is None or freqs is None or positions is None:
-            unused = _placeholder_on(x.get_device())  # spelled out: a list round trip cost 0.2 us of host time per call
-            weight = unused if weight is None else weight
-            bias = unused if bias is None else bias
-            freqs = unused if freqs is None else freqs
-            positions = unused if positions is None else positions
-        self.function(x, weight, bias, freqs, positions, out_loc, kvcache, eps)
+        self.function(*self.pick((x, weight, bias, freqs, positions, out_loc, kvcache, scale)), eps)
 
     def launch_config(self, config: int, pdl: bool, x: torch.Tensor, weight: Any, bias: Any, freqs: Any,
-                      positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float) -> None:
+                      positions: Any, out_loc: torch.Tensor, kvcache: torch.Tensor, scale: Any, eps: float) -> None:
         """`launch` with one compiled configuration (index into op.plan.configs), for tuning and tests."""
-        self.config_function(x, *_filled(x.device, (weight, bias, freqs, positions)), out_loc, kvcache, float(eps),
+        self.config_function(*self.pick((x, weight, bias, freqs, positions, out_loc, kvcache, scale)), float(eps),
                              int(config), bool(pdl))
 
 

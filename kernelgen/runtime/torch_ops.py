@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 NAMESPACE = "kernelgen"
 SCHEMA = ("(Tensor x, Tensor? weight, Tensor? freqs, Tensor? positions, Tensor out_loc, Tensor(a!) kvcache, "
-          "float eps=1e-06, Tensor? bias=None) -> ()")
+          "float eps=1e-06, Tensor? bias=None, Tensor? scale=None) -> ()")
 _registered: dict[str, Op] = {}  # variant name -> the op its custom op calls (re-registering swaps it)
 _library: Any = None
 
@@ -31,17 +31,18 @@ def _lib() -> Any:
 
 def _impl(name: str) -> Callable[..., None]:
     def run(x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None, positions: torch.Tensor | None,
-            out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6, bias: torch.Tensor | None = None) -> None:
-        _registered[name](x, weight, freqs, positions, out_loc, kvcache, eps=eps, bias=bias)
+            out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6, bias: torch.Tensor | None = None,
+            scale: torch.Tensor | None = None) -> None:
+        _registered[name](x, weight, freqs, positions, out_loc, kvcache, eps=eps, bias=bias, scale=scale)
     return run
 
 
 def _fake(name: str) -> Callable[..., None]:
     def check(x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
               positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
-              bias: torch.Tensor | None = None) -> None:
+              bias: torch.Tensor | None = None, scale: torch.Tensor | None = None) -> None:
         checker = _registered[name].checker
-        checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, metadata_only=True)
+        checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, scale, metadata_only=True)
     return check
 
 

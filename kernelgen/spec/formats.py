@@ -116,6 +116,10 @@ class StoreFormat:
     page_doc: str
     guards: tuple[Guard, ...] = ()
     aliases: tuple[str, ...] = ()  # other spellings, for the parser's "did you mean" (lower case, '_' for '-')
+    # A per-tensor scale g, passed at every call as a float32 device tensor [1] (the `scale` argument, so a
+    # CUDA graph keeps it live): the row is multiplied by g (one float32 product per value) before its
+    # parts are encoded, and decoding divides by g.
+    global_scale: bool = False
 
     @property
     def cpp_enum(self) -> str:
@@ -215,7 +219,16 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 f"one e4m3 scale per {NVFP4_GROUP} nope dims (28 B, 4 B never written)",
                 "page_size x 384 (FlashInfer's DeepSeek-V4 NVFP4 record)",
                 guards=dsv4_mainkv_guards("nvfp4_dsv4", "nvfp4_dsv4", "kNvfp4Dsv4", NVFP4_GROUP),
-                aliases=("nvfp4", "flashinfer_nvfp4")),
+                aliases=("flashinfer_nvfp4",)),
+    StoreFormat("nvfp4", "nvfp4g", "kNvfp4",
+                (Part("values", "all", "e2m1x2", "e2m1 pairs of v * g (low nibble = even dim)", "e4m3", NVFP4_GROUP,
+                      "scales", "e4m3 scales (amax of v * g / 6), one per {group} dims"),),
+                SPLIT,
+                f"head_dim / 2 bytes of e2m1 pairs of v * g (low nibble = even dim), then one e4m3 scale per "
+                f"{NVFP4_GROUP} dims; g is the per-tensor global scale passed with each call (v = code * scale / g)",
+                f"page_size x (head_dim / 2 + head_dim / {NVFP4_GROUP})",
+                guards=(group_span_guard("nvfp4_group_span", "nvfp4", "kNvfp4", NVFP4_GROUP),),
+                aliases=("fp4_nvfp4", "nv_fp4", "nvfp4_global", "nvfp4_e2m1"), global_scale=True),
 )}
 
 

@@ -12,6 +12,10 @@ from typing import Any
 from ..build import toolchain as tc
 from ..build.lifecycle import load_module
 from ..build.store import Artifact
+from ..codegen import checks
+from ..codegen.launch import resolve
+from ..codegen.render import x_align
+from ..layout.layout import layout_of
 from ..measure.inputs import workload_inputs
 from ..measure.timing import (
     estimated_bytes,
@@ -38,15 +42,14 @@ class ConfigCaller:
     """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours)."""
 
     def __init__(self, artifact: Artifact) -> None:
-        import torch
-
         self.plan = artifact.launch_plan
         self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
-        self.empty = torch.empty(0, dtype=torch.uint8, device="cuda")
+        v = resolve(artifact.variant)
+        self.pick = checks.symbol_picker(checks.symbol_args(checks.table(v, layout_of(v), x_align(v, self.plan))))
 
     def launch_config(self, config: int, pdl: bool, *args: Any) -> None:
         *tensors, eps = args
-        self.function(*(t if t is not None else self.empty for t in tensors), float(eps), int(config), bool(pdl))
+        self.function(*self.pick(tuple(tensors)), float(eps), int(config), bool(pdl))
 
 
 class GpuTimer:
@@ -70,8 +73,8 @@ class GpuTimer:
             idx = self._index(launch)
             problem = None
             for i, n in enumerate(VERIFY_TOKENS if not launch.pdl else (37,)):
-                def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any) -> None:
-                    self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, eps)
+                def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any, scale: Any) -> None:
+                    self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, scale, eps)
                 report = verify(self.v.with_launch(key[0]), run, n, 4, "cuda", seed=100 + i)
                 if not report.ok:
                     problem = f"wrong at N={n}: {report.as_dict()}"

@@ -30,7 +30,11 @@ namespace kernelgen {
 
 enum class Norm { kNone, kRms, kLayer };
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
-enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4 };
+enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4 };
+// Formats whose rows are multiplied by a per-tensor global scale g (read from Params::global_scale) before
+// they are encoded (the table's global_scale).
+template <Store S>
+inline constexpr bool kGlobalScale = S == Store::kNvfp4;
 template <Store>
 inline constexpr bool kNoStoreCode = false;  // a format with no branch in store() fails to compile
 
@@ -49,6 +53,7 @@ struct Params {
   int64_t num_slots;  // num_pages * kPageSize
   int64_t num_tokens;
   float eps;
+  const float* global_scale;  // [1]: g, read by the kernel (kGlobalScale formats only)
 };
 
 template <class Cfg>
@@ -555,12 +560,13 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&
 // NVFP4 (FlashInfer's DeepSeek-V4 record): nope dims as e2m1 with one e4m3 scale per 16 dims, roped dims as
 // bf16. Scale s = RN_sat(amax * RN(1/6)), codes of v * RN(1 / s) (0 for s = 0): FlashInfer takes both
 // reciprocals with rcp.approx.ftz, which equals RN for 6 and for every e4m3 value (a GPU test checks all 127).
+// Plain NVFP4 (kNvfp4): every dim is e2m1 (the row already multiplied by g, see store()).
 constexpr float kSixth = 0.16666667f;  // RN(1/6)
 template <class Cfg>
 __device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
                                             int off, bool write) {
   constexpr int kGroupLanes = 16 / Cfg::kVec;
-  constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+  constexpr int kNope = Cfg::kStore == Store::kNvfp4 ? Cfg::kHeadDim : Cfg::kHeadDim - Cfg::kRopeDim;
   static_assert(Cfg::kThreadsPerToken * Cfg::kVec >= 16, "a 16-dim group must lie within one load step (implied by "
                 "head_dim 512 and at most 64 values per thread)");
 #pragma unroll
@@ -586,12 +592,18 @@ __device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chu
 }
 
 template <class Cfg>
-__device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool write) {
+__device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* page, int off, bool write) {
   if constexpr (Cfg::kRoundBf16) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
+  }
+  if constexpr (kGlobalScale<Cfg::kStore>) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
   }
   // Every store starts from the per-chunk amax and the row's NaN vote (see above).
   float chunk[Geometry<Cfg>::kChunks];
@@ -609,7 +621,7 @@ __device__ __forceinline__ void store(Row<Cfg>& r, uint8_t* page, int off, bool 
     store_fp4(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kStore == Store::kFp8FlashMla) {
     store_flashmla(r, chunk, nan_row, page, off, write);
-  } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4) {
+  } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4 || Cfg::kStore == Store::kNvfp4) {
     store_nvfp4(r, chunk, nan_row, page, off, write);
   } else {
     static_assert(kNoStoreCode<Cfg::kStore>, "this store format has no device code in store()");
@@ -687,6 +699,7 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   r.group = G::kT >= 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   r.token = threadIdx.x / G::kT;
   r.parity = parity;
+  const float global_scale = kGlobalScale<Cfg::kStore> ? __ldg(p.global_scale) : 1.f;
   unpack_row(r, f);
   const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
   const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
@@ -705,7 +718,8 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   rotate(r, o, freqs_row);
   hadamard(r);
   const int64_t safe_loc = write ? f.loc : 0;
-  store(r, p.cache + (safe_loc / Cfg::kPageSize) * Cfg::kPageBytes, static_cast<int>(safe_loc % Cfg::kPageSize), write);
+  store(r, global_scale, p.cache + (safe_loc / Cfg::kPageSize) * Cfg::kPageBytes,
+        static_cast<int>(safe_loc % Cfg::kPageSize), write);
 }
 
 template <class Cfg>
@@ -832,7 +846,7 @@ int64_t resident_blocks(int device) {
 template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
-         tvm::ffi::TensorView cache, double eps, bool pdl) {  // arguments already checked
+         tvm::ffi::TensorView cache, tvm::ffi::TensorView scale, double eps, bool pdl) {  // arguments already checked
   const int64_t num_tokens = x.size(0);
   if (num_tokens == 0) return;
   Params p{};
@@ -850,6 +864,7 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   p.num_slots = cache.size(0) * Cfg::kPageSize;
   p.num_tokens = num_tokens;
   p.eps = static_cast<float>(eps);
+  p.global_scale = reinterpret_cast<const float*>(address(scale));
   tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   using G = Geometry<Cfg>;
