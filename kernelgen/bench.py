@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .layout.layout import Layout, layout_of
+from .layout.pages import head_slots
 from .measure import reference
 from .measure.inputs import workload_inputs
 from .measure.timing import launch_args, rotated_graph_us, rotation_sets
@@ -41,9 +42,10 @@ def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
     """Distinct 32-byte sectors of the cache that the writes of these slots touch."""
     import torch
 
-    loc = out_loc.long()
-    loc = loc[(loc >= 0) & (loc < num_pages * layout.page_size)]
-    page, off = loc // layout.page_size, loc % layout.page_size
+    loc = head_slots(out_loc, layout.heads).long()
+    per_page = layout.records_per_page
+    loc = loc[(loc >= 0) & (loc < num_pages * per_page)]
+    page, off = loc // per_page, loc % per_page
     sectors = []
     for f in layout.fields:
         start = page * layout.page_bytes + f.base + off * f.stride
@@ -58,7 +60,7 @@ def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
 def compulsory_bytes(v: Variant, inputs: dict[str, Any], l2_bytes: int) -> int:
     layout = layout_of(v)
     n = inputs["x"].shape[0]
-    total = n * v.head_dim * v.elem_bytes + inputs["out_loc"].numel() * inputs["out_loc"].element_size()
+    total = n * v.heads * v.head_dim * v.elem_bytes + inputs["out_loc"].numel() * inputs["out_loc"].element_size()
     if v.rope_dim:
         total += inputs["positions"].numel() * inputs["positions"].element_size()
         freqs = inputs["freqs"]

@@ -113,6 +113,22 @@ def test_wrong_pool_raises_and_writes_nothing(shipped_ops: dict[str, Op]) -> Non
     assert bool((bf16_pool == 0xAB).all())
 
 
+def test_heads_read_from_a_slice_of_packed_qkv(shipped_ops: dict[str, Op]) -> None:
+    """A multi-head K append reading K's columns of the packed projection (rows strided) writes what the
+    reference writes from a contiguous K."""
+    import torch
+
+    op = shipped_ops["qwen3_8b_k_bf16_p16"]
+    v = op.variant
+    inputs, want = inputs_and_expected(op, 300, seed=6)
+    width, q = v.heads * v.head_dim, 32 * v.head_dim
+    qkv = torch.randn(300, q + 2 * width, device="cuda").to(torch.bfloat16)
+    qkv[:, q:q + width] = inputs["x"]
+    op(qkv[:, q:q + width], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"])
+    torch.cuda.synchronize()
+    assert torch.equal(inputs["kvcache"], want)
+
+
 def test_int32_indices_and_strided_rows(shipped_ops: dict[str, Op]) -> None:
     import torch
 
@@ -237,7 +253,8 @@ def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64",
                                   "dsv32_indexer_bf16_p64", "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64",
-                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4", "example_nvfp4_d64_neox"])
+                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4", "example_nvfp4_d64_neox",
+                                  "qwen3_8b_k_bf16_p16", "gptoss_k_bf16_p16", "llama3_8b_k_fp8_p16"])
 def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, name: str) -> None:
     from kernelgen.spec.parse import load_spec
     from kernelgen.tune.runner import built_artifact
@@ -254,7 +271,8 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_indexer_bf16_p64",
                                   "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64", "dsv4_mainkv_nvfp4_p64",
                                   "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64",
-                                  "example_nvfp4", "example_nvfp4_d64_neox"])
+                                  "example_nvfp4", "example_nvfp4_d64_neox", "qwen3_8b_k_bf16_p16",
+                                  "llama3_8b_v_fp8_p16"])
 def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: str) -> None:
     """NaN, inf and overflowing rows become canonical NaN rows, zero rows stay finite, exactly as the reference."""
     import torch
@@ -263,7 +281,7 @@ def test_awkward_rows_write_the_defined_bytes(shipped_ops: dict[str, Op], name: 
     inputs = make_inputs(op.variant, 64, 4, "cuda", seed=4)
     x = inputs["x"]
     x[1, 3], x[2, 5], x[3, 7] = float("nan"), float("inf"), float("-inf")
-    x[4, :] = 1e30 * torch.tensor([1.0, -1.0], device="cuda").repeat(op.variant.head_dim // 2)
+    x[4, :] = 1e30 * torch.tensor([1.0, -1.0], device="cuda").repeat(x.shape[1] // 2)
     x[5, :] = 0.0
     want = expected(op.variant, inputs)
     op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
@@ -303,12 +321,14 @@ def test_norm_is_exact_for_every_eps(shipped_ops: dict[str, Op], name: str, eps:
     assert torch.equal(inputs["kvcache"], want)
 
 
-def test_a_captured_graph_reads_the_global_scale_at_replay(shipped_ops: dict[str, Op]) -> None:
-    """nvfp4's g is a device tensor: a graph captured with one value writes the bytes of the value the
-    tensor holds at replay; a wrong scale tensor is refused by the symbol and the op in the same words."""
+@pytest.mark.parametrize("name", ["example_nvfp4", "llama3_8b_k_fp8_p16"])
+def test_a_captured_graph_reads_the_global_scale_at_replay(shipped_ops: dict[str, Op], name: str) -> None:
+    """nvfp4's g and fp8_scaled's k_scale are device tensors: a graph captured with one value writes the bytes
+    of the value the tensor holds at replay; a wrong scale tensor is refused by the symbol and the op in the
+    same words."""
     import torch
 
-    op = shipped_ops["example_nvfp4"]
+    op = shipped_ops[name]
     inputs = make_inputs(op.variant, 300, 16, "cuda", seed=31)
     args = [inputs[k] for k in ("x", "weight", "freqs", "positions", "out_loc", "kvcache")]
     graph = torch.cuda.CUDAGraph()

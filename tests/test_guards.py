@@ -22,6 +22,7 @@ VIOLATIONS: dict[str, Variant] = {
     "rope_fits": Variant("g_rope_fits", head_dim=64, rope_dim=128),
     "neox_aligned": Variant("g_neox_aligned", head_dim=192, rope_dim=128, rope_style="neox"),
     "page_size_pow2": Variant("g_page_size_pow2", page_size=48),
+    "heads_range": Variant("g_heads_range", heads=129),
     "norm_bias_needs_layer": Variant("g_norm_bias_needs_layer", norm_bias=True),
     "round_needs_quantized_store": Variant("g_round_needs_quantized_store", round_through_bf16=True),
     "flashmla_shape": Variant("g_flashmla_shape", head_dim=256, store="fp8_flashmla"),

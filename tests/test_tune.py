@@ -342,6 +342,31 @@ def test_rekey_lets_a_new_params_field_through_but_not_a_launch_that_reads_it(mo
     assert launch_code_as_of(old, shaped) != launch_code(old)
 
 
+def test_rekey_drops_a_product_by_a_new_constant_only_where_the_variant_renders_it_as_1(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Multi-head rows came in as `* Cfg::kHeads` in run(): without the new constant the launch is the old one,
+    and a record moves only for a variant that renders kHeads = 1. A factor the old header already names
+    (kTokensPerBlock) is not dropped."""
+    from kernelgen.codegen.render import render_variant
+    from kernelgen.resources import include_dir
+    from kernelgen.spec.parse import load_spec
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    from rekey_records import HEADER, launch_code, launch_code_as_of, unit_factors, unit_factors_hold
+
+    header = (include_dir() / HEADER).read_text()
+    rows, slots = "x.size(0) * Cfg::kHeads;", "cache.size(0) * Cfg::kPageSize * Cfg::kHeads;"
+    assert header.count(rows) == 1 and header.count(slots) == 1
+    old = header.replace(rows, "x.size(0);").replace(slots, "cache.size(0) * Cfg::kPageSize;").replace("kHeads", "kH")
+    assert launch_code(old) != launch_code(header) and unit_factors(old, header) == {"kHeads"}
+    assert launch_code_as_of(old, header) == launch_code(old)
+    assert unit_factors(header, header) == set()
+    by_name = {v.name: v for v in load_spec("gqa_kv").variants}
+    assert not unit_factors_hold(render_variant(by_name["qwen3_8b_k_bf16_p16"]), {"kHeads"})
+    one_head = {v.name: v for v in load_spec("example").variants}["example_nvfp4"]
+    assert unit_factors_hold(render_variant(one_head), {"kHeads"})
+
+
 def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() -> None:
     """After a template change the shipped records are stale (another template): re-tune on an H200 with
     `kernelgen tune SPEC --out cache` for each shipped spec, or, where the kernels' code did not change,

@@ -88,12 +88,27 @@ def params_fields(header: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", match.group(1))}
 
 
+def unit_factors(old_header: str, header: str) -> set[str]:
+    """Cfg constants that header's launch code multiplies by (`* Cfg::kX`) and old_header never names: a
+    constant added since. Where a variant renders it as 1 (unit_factors_hold), the product is the old one."""
+    named = set(re.findall(r"\*\s*Cfg::(k\w+)\b", launch_code(header)))
+    return {k for k in named if not re.search(rf"\b{k}\b", old_header)}
+
+
+def unit_factors_hold(source: str, factors: set[str]) -> bool:
+    """Every one of factors is a constant 1 in a rendered source."""
+    return all(re.search(rf"\b{k}\s*=\s*1;", source) for k in factors)
+
+
 def launch_code_as_of(old_header: str, header: str) -> str:
     """header's launch code, less what only feeds Params fields that old_header's kernels do not have: those
     assignments, and the run() parameters nothing else reads. A new field the old kernels never read cannot
-    change how they launch (their SASS, compared separately, covers the rest)."""
+    change how they launch (their SASS, compared separately, covers the rest). Products by a new Cfg constant
+    (unit_factors) are dropped too: a record moves only where its variant renders that constant as 1."""
     new_fields = params_fields(header) - params_fields(old_header)
     code = launch_code(header)
+    for factor in unit_factors(old_header, header):
+        code = re.sub(rf"\s*\*\s*Cfg::{factor}\b", "", code)
     for field in new_fields:
         code = re.sub(rf"\s*p\.{field} = [^;]*;", "", code)
     signature = re.search(r"void run\((.*?)\) \{", code)
@@ -149,6 +164,7 @@ def main() -> int:
             capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         old_header = (old_tree / "templates" / HEADER).read_text()
+        factors = unit_factors(old_header, (include_dir() / HEADER).read_text())
         if launch_code(old_header) != launch_code_as_of(old_header, (include_dir() / HEADER).read_text()):
             names = " and ".join(sig.split()[-1].rstrip("(") for sig in LAUNCH_FUNCTIONS)
             print(f"rekey: the launch code ({names} in {HEADER}: grid, block, attributes, parameters) differs "
@@ -187,7 +203,12 @@ def main() -> int:
                     moved_records.append(record)
                     continue
                 a, b = old[v.name].result(), new[v.name].result()
-                if a and a == b:
+                if not unit_factors_hold((tmp / f"new_{v.name}.cu").read_text(), factors):
+                    print(f"{v.name}: launches scale by {sorted(factors)}, not 1 for it: left for a re-tune")
+                    left.append(records.Rejected(record.content_key, record.variant,
+                                                 f"{sorted(factors)} not 1: the launch differs from {rev}'s",
+                                                 {"entry": by_key[record.content_key][1]}))
+                elif a and a == b:
                     was = by_key[record.content_key][1].get("template")  # a schema-1 record's one hash
                     proof = (f"{arch} SASS of {len(a)} kernels identical between {rev}"
                              + (f" (template {was})" if was else "") + f" and this checkout for "

@@ -95,7 +95,7 @@ def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
     """The checks of variant v's symbol, in the order both languages apply them (the first failure is reported).
 
     v must be resolved; x_align is the x alignment every compiled configuration accepts."""
-    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.head_dim), x_align)
+    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align)
     checks += _tensor("out_loc", INDEX_DTYPES, ("N",))
     if v.norm != "none":
         checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)

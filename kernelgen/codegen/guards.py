@@ -40,6 +40,8 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
           "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
           "put the rope at the head or use a head_dim that is a multiple of rope_dim", axes=('rope_style', 'rope_place', 'rope_dim')),
+    Guard("heads_range", lambda v: 1 <= v.heads <= 128, "kHeads >= 1 && kHeads <= 128",
+          "heads must be between 1 and 128", axes=('heads',)),
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
           "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
           "page_size must be a power of two from 1 to 4096", axes=('page_size',)),

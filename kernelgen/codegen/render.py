@@ -56,7 +56,8 @@ def _field_constants(layout: Layout) -> dict[str, int]:
 
 
 def summary(v: Variant) -> str:
-    parts = [f"x[{v.head_dim}] {v.input_dtype}"]
+    parts = [f"x[{v.heads} x {v.head_dim}]" if v.heads > 1 else f"x[{v.head_dim}]"]
+    parts[0] += f" {v.input_dtype}"
     if v.norm != "none":
         parts.append(("RMSNorm" if v.norm == "rms" else "LayerNorm") + (" +bias" if v.norm_bias else "")
                      + f" (w {v.weight_dtype})")
@@ -86,6 +87,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "weight_type": _CPP_TYPES[v.weight_dtype],
         "in_bytes": v.elem_bytes,
         "head_dim": v.head_dim,
+        "heads": v.heads,
         "rope_dim": v.rope_dim,
         "rope_begin": v.rope_begin,
         "neox": _cpp_bool(v.rope_style == "neox"),

@@ -137,7 +137,9 @@ def _global_scale(layout: Layout, g: torch.Tensor | None) -> torch.Tensor | None
     if g is None or g.numel() != 1:
         raise ValueError(f"{layout.variant_name}: store {layout.store} needs its global scale g: pass scale=, "
                          "a float32 [1] tensor")
-    return g.to(torch.float32).reshape(1, 1)
+    g = g.to(torch.float32).reshape(1, 1)
+    # RN(1 / s) in float32: the float64 quotient rounded once more cannot differ (53 >= 2 * 24 + 2 bits)
+    return (1.0 / g.double()).float() if FORMATS[layout.store].scale_reciprocal else g
 
 
 @functools.cache
@@ -189,6 +191,11 @@ def _encode_e4m3_pow2_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tens
 
     scale = torch.exp2(torch.ceil(torch.log2(_token_scale(y))))
     return {part.field: e4m3_encode(y / scale), part.scale_field: _bytes(scale)}
+
+
+def _encode_e4m3_plain(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Codes of y itself (a per-tensor scale already applied), saturating at 448."""
+    return {part.field: e4m3_encode(y)}
 
 
 def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -263,6 +270,10 @@ def _decode_e4m3_token_scale(part: Part, fields: dict[str, torch.Tensor]) -> tor
     return e4m3_decode(fields[part.field]) * fields[part.scale_field].contiguous().view(torch.float32)
 
 
+def _decode_e4m3_plain(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    return e4m3_decode(fields[part.field])
+
+
 def _decode_pow2_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
     import torch
 
@@ -287,6 +298,7 @@ class Rule:
 
 RULES: dict[tuple[str, str], Rule] = {
     ("bf16", "none"): Rule(_encode_plain_bf16, _decode_plain_bf16),
+    ("e4m3", "none"): Rule(_encode_e4m3_plain, _decode_e4m3_plain),
     ("e4m3", "fp32"): Rule(_encode_e4m3_token_scale, _decode_e4m3_token_scale),
     ("e4m3", "fp32_divided"): Rule(_encode_e4m3_divided, _decode_e4m3_token_scale),
     ("e4m3", "fp32_pow2"): Rule(_encode_e4m3_pow2_scale, _decode_e4m3_token_scale),

@@ -1,7 +1,7 @@
 """Byte layouts of the paged caches (pure arithmetic): one source of truth for Python, the kernels and the docs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..spec.formats import Part, StoreFormat, format_of, part_dims
@@ -44,6 +44,12 @@ class Layout:
     page_bytes: int
     fields: tuple[Field, ...]
     segments: tuple[Segment, ...] = ()  # how the row's dims map onto the value fields (codec and oracle)
+    heads: int = 1  # records per token: head h of the token in slot s is record s * heads + h
+
+    @property
+    def records_per_page(self) -> int:
+        """Records a page holds (one per (token, head)); fields' strides and offsets count records."""
+        return self.page_size * self.heads
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -63,18 +69,21 @@ class Layout:
 
     @property
     def written_bytes_per_token(self) -> int:
-        return sum(f.size for f in self.fields)
+        return sum(f.size for f in self.fields) * self.heads
 
     def describe(self) -> str:
-        return f"{self.bytes_per_token} B/token x {self.page_size}"
+        heads = f" ({self.heads} heads)" if self.heads > 1 else ""
+        return f"{self.bytes_per_token} B/token{heads} x {self.page_size}"
 
     def byte_map(self) -> list[tuple[int, int, str]]:
         """(start, end, description) spans of one page in address order, padding included."""
         spans: list[tuple[int, int, str]] = []
         for f in self.fields:
-            end = f.base + f.stride * (self.page_size - 1) + f.size
+            n = self.records_per_page
+            end = f.base + f.stride * (n - 1) + f.size
             every = "" if f.stride == f.size else f" every {f.stride} B"
-            spans.append((f.base, end, f"{f.name}: {self.page_size} x {f.size} B {f.what}{every}"))
+            count = f"{self.page_size} x {self.heads}" if self.heads > 1 else f"{n}"
+            spans.append((f.base, end, f"{f.name}: {count} x {f.size} B {f.what}{every}"))
         spans.sort()
         out: list[tuple[int, int, str]] = []
         cursor = 0
@@ -126,7 +135,11 @@ def _sized_fields(v: Variant, fmt: StoreFormat) -> list[_Sized]:
 
 def layout_of(v: Variant) -> Layout:
     """Place the format's fields in a page by its arrangement: regions one after another, each a
-    record per token of its fields back to back."""
+    record per token (per (token, head) with several heads, token-major) of its fields back to back."""
+    if v.heads > 1:
+        rows = layout_of(v.row_variant)
+        return replace(rows, variant_name=v.name, page_size=v.page_size, heads=v.heads,
+                       bytes_per_token=rows.bytes_per_token * v.heads)
     fmt, p = format_of(v), v.page_size
     sized = {f.name: f for f in _sized_fields(v, fmt)}
     placed: dict[str, Field] = {}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..spec.variant import Variant
 from . import codec
@@ -26,15 +26,42 @@ class Pages(Layout):
         return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
 
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
-        """Stored rows at slots out_loc back to float32 [N, head_dim] (NaN where out_loc is not a slot of cache).
-        scale: the global scale g the rows were stored with (formats with one, e.g. nvfp4)."""
-        valid, _, _ = split_slots(self, out_loc.to(cache.device), cache.shape[0])
-        return codec.decode(self, read_fields(self, cache, out_loc), valid, scale)
+        """Stored rows at slots out_loc back to float32 [N, head_dim], or [N, heads, head_dim] with several
+        heads (NaN where out_loc is not a slot of cache). scale: the global scale g the rows were stored
+        with (formats with one, e.g. nvfp4)."""
+        rows = head_slots(out_loc.to(cache.device), self.heads)
+        valid, _, _ = split_slots(self, rows, cache.shape[0])
+        decoded = codec.decode(self, read_fields(self, cache, rows), valid, scale)
+        return decoded if self.heads == 1 else decoded.reshape(out_loc.shape[0], self.heads, self.head_dim)
 
 
 def pages_of(v: Variant) -> Pages:
     """The layout of v with torch page I/O attached."""
     return Pages.of(layout_of(v))
+
+
+def head_slots(out_loc: torch.Tensor, heads: int) -> torch.Tensor:
+    """Record slots [N * heads] of token slots out_loc [N]: head h of slot s is record s * heads + h
+    (negative slots stay negative). With one head, out_loc itself."""
+    import torch
+
+    if heads == 1:
+        return out_loc
+    loc = out_loc.long()[:, None]
+    return torch.where(loc >= 0, loc * heads + torch.arange(heads, device=loc.device), -1).reshape(-1)
+
+
+def split_heads(v: Variant, inputs: dict[str, Any]) -> tuple[Variant, dict[str, Any]]:
+    """The one-head problem that a multi-head call is (v.row_variant): x [N, heads * head_dim] as rows
+    [N * heads, head_dim], each row with its token's position and the record slot of its head
+    (head_slots). With one head, v and inputs themselves."""
+    if v.heads == 1:
+        return v, inputs
+    x, positions = inputs["x"], inputs["positions"]
+    rows = dict(inputs, x=x.reshape(x.shape[0] * v.heads, v.head_dim),
+                positions=None if positions is None else positions.repeat_interleave(v.heads),
+                out_loc=head_slots(inputs["out_loc"], v.heads))
+    return v.row_variant, rows
 
 
 def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
@@ -45,13 +72,15 @@ def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
 
 
 def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(valid, page, off) for slots out_loc; invalid slots (<0 or past the pool) map to page 0, off 0."""
+    """(valid, page, off) for record slots out_loc (token slots with one head; head_slots() otherwise);
+    invalid slots (<0 or past the pool) map to page 0, off 0."""
     import torch
 
     loc = out_loc.to(dtype=torch.int64)
-    valid = (loc >= 0) & (loc < num_pages * layout.page_size)
+    per_page = layout.records_per_page
+    valid = (loc >= 0) & (loc < num_pages * per_page)
     safe = torch.where(valid, loc, torch.zeros_like(loc))
-    return valid, safe // layout.page_size, safe % layout.page_size
+    return valid, safe // per_page, safe % per_page
 
 
 def written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
@@ -83,7 +112,7 @@ def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fie
 
     if all_valid:  # no validity mask to build: every slot is in the pool
         loc = out_loc.to(device=cache.device, dtype=torch.int64)
-        page, off = loc // layout.page_size, loc % layout.page_size
+        page, off = loc // layout.records_per_page, loc % layout.records_per_page
     else:
         valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
         page, off = page[valid], off[valid]

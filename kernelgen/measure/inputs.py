@@ -34,7 +34,7 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     g = torch.Generator(device="cpu").manual_seed(seed)
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
-    x = (torch.randn(num_tokens, v.head_dim, generator=g) * 3 + 0.5).to(dtype)
+    x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g)).to(wdtype)
     bias = (0.1 * torch.randn(v.head_dim, generator=g)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos)
@@ -63,7 +63,9 @@ def global_scale(v: Variant, g: torch.Generator) -> torch.Tensor | None:
 
     if not format_of(v).global_scale:
         return None
-    return (torch.rand(1, generator=g) * 63.5 + 0.5).float()
+    scale = (torch.rand(1, generator=g) * 63.5 + 0.5).float()
+    # a dequantization scale (k_scale) in (1/64, 2]: rows of up to ~15 then reach 448 and saturate
+    return (1.0 / scale.double()).float() if format_of(v).scale_reciprocal else scale
 
 
 def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
@@ -91,7 +93,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     g = torch.Generator(device=device).manual_seed(seed)  # generated where used: 1M-token batches are large
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
-    x = (torch.randn(num_tokens, v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
+    x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
     bias = (0.1 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos)

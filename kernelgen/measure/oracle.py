@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 # Only byte positions come from the library: the arithmetic below is written from the math and
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
 from ..layout.layout import Layout, layout_of
-from ..layout.pages import read_fields, written_mask
+from ..layout.pages import read_fields, split_heads, written_mask
 from ..spec.formats import Part, format_of
 from ..spec.variant import Variant
 
@@ -427,6 +427,11 @@ def _check_plain_bf16(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -
     return [_verdict(part.field, _decode_bf16(raw[part.field]), values, BF16)], 0.0
 
 
+def _check_e4m3_plain(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """Codes of the (already scaled) values on the e4m3 grid, saturating at 448."""
+    return [_verdict(part.field, _decode_e4m3(raw[part.field]), values, E4M3)], 0.0
+
+
 def _check_pow2_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
     codes = _decode_e4m3(raw[part.field]) if part.encoding == "e4m3" else _decode_e2m1(raw[part.field])
     grid = E4M3 if part.encoding == "e4m3" else E2M1
@@ -478,6 +483,7 @@ def _check_e4m3_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
 
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
+    ("e4m3", "none"): _check_e4m3_plain,
     ("e4m3", "fp32"): _check_fp8_e4m3,
     ("e4m3", "fp32_divided"): _check_fp8_e4m3,  # the window's slack covers a divide as a multiply
     ("e4m3", "fp32_pow2"): _check_e4m3_pow2_scale,
@@ -506,6 +512,9 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     def cpu(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.cpu()
 
+    if v.heads > 1:  # rows of (token, head)
+        rv, rows_in = split_heads(v, inputs)
+        return check_against_oracle(rv, cache, rows_in, eps, poison)
     layout = layout_of(v)
     cache = cache.cpu()
     freqs, positions = inputs["freqs"], cpu(inputs["positions"])
@@ -519,7 +528,9 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     if v.round_through_bf16:  # the stored math is defined on the bf16-rounded row
         values = values.map(lambda t: round_to(t, BF16))
     if format_of(v).global_scale:  # the row times g: one more float32 product
-        values = _times(values, float(inputs["scale"].double().cpu()))
+        s = inputs["scale"].double().cpu()
+        g = (1.0 / s).float().double() if format_of(v).scale_reciprocal else s  # g = RN(1 / s) for a k_scale
+        values = _times(values, float(g))
     checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
     outside = 0 if poison is None else int(((cache != poison.cpu()) & ~written_mask(layout, cache, torch.where(
         keep, out_loc, -1))).sum())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..codegen.launch import geometry, resolve
 from ..layout import codec
 from ..layout.layout import Layout, layout_of
-from ..layout.pages import write_fields
+from ..layout.pages import split_heads, write_fields
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -132,6 +132,9 @@ def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch
     scale: the global scale g of a format that has one (nvfp4)."""
     import torch
 
+    if v.heads > 1:
+        rv, r = split_heads(v, dict(x=x, positions=positions, out_loc=out_loc))
+        return store(rv, r["x"], weight, freqs, r["positions"], r["out_loc"], kvcache, eps, bias, all_valid, scale)
     layout: Layout = layout_of(v)
     y = rows(v, x, weight, freqs, positions, eps, bias)
     fields = codec.encode(layout, y, v.round_through_bf16, scale)

@@ -18,7 +18,7 @@ def estimated_bytes(v: Variant, num_tokens: int) -> int:
     """An estimate of the bytes a call moves: each input row read once, each written byte written once,
     16 B of indices per token (weights and freqs cache-resident). For sizing input rotation and quick
     reports; `kernelgen bench` counts compulsory bytes exactly (bench.compulsory_bytes)."""
-    return num_tokens * (v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
+    return num_tokens * (v.heads * v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
 
 
 def graph_replay_us(call: Callable[[], None], calls: int = 10, reps: int = 15) -> float:

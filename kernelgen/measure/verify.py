@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..layout import codec
 from ..layout.layout import layout_of
-from ..layout.pages import pages_of, read_fields, written_mask
+from ..layout.pages import pages_of, read_fields, split_heads, written_mask
 from ..spec.variant import Variant
 from . import reference
 from .inputs import make_inputs
@@ -54,6 +54,9 @@ def _code_rank(codes: torch.Tensor, encoding: str) -> torch.Tensor:
 def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Tensor, inputs: dict[str, Any]) -> Report:
     import torch
 
+    if v.heads > 1:  # rows of (token, head): the report counts rows
+        rv, rows_in = split_heads(v, inputs)
+        return compare(rv, got, want, poison, rows_in)
     layout = layout_of(v)
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], got)
     loc = torch.where(keep, inputs["out_loc"].long(), -1)

@@ -120,6 +120,9 @@ class StoreFormat:
     # CUDA graph keeps it live): the row is multiplied by g (one float32 product per value) before its
     # parts are encoded, and decoding divides by g.
     global_scale: bool = False
+    # The scale passed is a dequantization scale s (vLLM's and FlashInfer's k_scale / v_scale): the row is
+    # multiplied by g = RN(1 / s), and decoding multiplies by s (divides by g).
+    scale_reciprocal: bool = False
 
     @property
     def cpp_enum(self) -> str:
@@ -166,11 +169,12 @@ FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
 NVFP4_GROUP = 16  # dims per e4m3 scale on the NVFP4 paths
 FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
 SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
+RECORD = Arrangement("one record per token", (Region(("values",)),))
 
 FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
     StoreFormat("bf16", "bf16", "kBf16",
                 (Part("values", "all", "bf16", "bf16 values"),),
-                Arrangement("one record per token", (Region(("values",)),)),
+                RECORD,
                 "head_dim bf16 values (2 x head_dim B)", "page_size x 2 x head_dim", aliases=("bfloat16",)),
     StoreFormat("fp8_e4m3", "fp8", "kFp8E4m3",
                 (Part("values", "all", "e4m3", "e4m3 codes", "fp32", 0, "scale", "fp32 scale (amax/448)"),),
@@ -229,6 +233,14 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 f"page_size x (head_dim / 2 + head_dim / {NVFP4_GROUP})",
                 guards=(group_span_guard("nvfp4_group_span", "nvfp4", "kNvfp4", NVFP4_GROUP),),
                 aliases=("fp4_nvfp4", "nv_fp4", "nvfp4_global", "nvfp4_e2m1"), global_scale=True),
+    StoreFormat("fp8_scaled", "fp8s", "kFp8Scaled",
+                (Part("values", "all", "e4m3", "e4m3 codes of v * RN(1 / s)"),),
+                RECORD,
+                "head_dim e4m3 codes of v * RN(1 / s), saturating at 448; s is the per-tensor scale passed with "
+                "each call (vLLM's and FlashInfer's k_scale / v_scale: v = code * s), no scale stored",
+                "page_size x head_dim",
+                aliases=("fp8_static", "fp8_per_tensor", "fp8_kv", "fp8_kvscale", "fp8_e4m3_scaled", "fp8_kv_scale"),
+                global_scale=True, scale_reciprocal=True),
 )}
 
 

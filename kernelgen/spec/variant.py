@@ -15,7 +15,7 @@ RopeStyle = Literal["interleaved", "neox"]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
-                    "nvfp4"]
+                    "nvfp4", "fp8_scaled"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -70,6 +70,7 @@ Launch = make_dataclass("Launch", [(p.name, p.kind, p.default) for p in LAUNCH_P
 class Variant:
     name: str
     head_dim: int = 128
+    heads: int = 1  # rows of head_dim per token (e.g. a layer's K heads), each normed, rotated and stored on its own
     rope_dim: int = 64
     rope_place: RopePlace = "tail"
     rope_style: RopeStyle = "interleaved"
@@ -99,6 +100,13 @@ class Variant:
     def rope_begin(self) -> int:
         return 0 if self.rope_place == "head" else self.head_dim - self.rope_dim
 
+    @property
+    def row_variant(self) -> Variant:
+        """The one-head variant whose rows and slots are this variant's (token, head) pairs: head h of the
+        token in slot s is row s * heads + h of a pool of page_size * heads rows per page (NHD for a
+        one-record-per-token format). Layout, reference and oracle reduce a multi-head variant to it."""
+        return replace(self, heads=1, page_size=self.page_size * self.heads)
+
     def with_launch(self, launch: Launch) -> Variant:
         return replace(self, launch=launch)
 
@@ -112,12 +120,14 @@ class Variant:
         import hashlib
         import json
 
-        return hashlib.sha256(json.dumps(self.math_fields(), sort_keys=True).encode()).hexdigest()[:24]
+        fields = {k: v for k, v in self.math_fields().items() if KEYED_FROM_DEFAULT.get(k, _NONE) != v}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:24]
 
 
 # Axes a spec may set, with the closed set of values where there is one.
 AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "head_dim": (int, None),
+    "heads": (int, None),
     "rope_dim": (int, None),
     "rope_place": (str, get_args(RopePlace)),
     "rope_style": (str, get_args(RopeStyle)),
@@ -130,6 +140,10 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "page_size": (int, None),
     "round_through_bf16": (bool, None),
 }
+# Axes added after records and exports were keyed: left out of content_key() at this default, so a
+# variant that does not use the axis keeps its key (and its tuning records and exports stay valid).
+KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1}
+_NONE = object()
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
 
@@ -145,6 +159,8 @@ def short_name(axis: str, value: object) -> str:
         return f"p{value}"
     if axis == "head_dim":
         return f"d{value}"
+    if axis == "heads":
+        return f"h{value}"
     if axis == "rope_dim":
         return f"r{value}" if value else "norope"
     if axis == "rope_style":

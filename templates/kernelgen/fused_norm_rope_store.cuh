@@ -30,11 +30,14 @@ namespace kernelgen {
 
 enum class Norm { kNone, kRms, kLayer };
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
-enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4 };
+enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled };
 // Formats whose rows are multiplied by a per-tensor global scale g (read from Params::global_scale) before
-// they are encoded (the table's global_scale).
+// they are encoded (the table's global_scale); for kFp8Scaled the tensor holds a dequantization scale s and
+// g = RN(1 / s) (the table's scale_reciprocal).
 template <Store S>
-inline constexpr bool kGlobalScale = S == Store::kNvfp4;
+inline constexpr bool kGlobalScale = S == Store::kNvfp4 || S == Store::kFp8Scaled;
+template <Store S>
+inline constexpr bool kScaleReciprocal = S == Store::kFp8Scaled;
 template <Store>
 inline constexpr bool kNoStoreCode = false;  // a format with no branch in store() fails to compile
 
@@ -50,8 +53,8 @@ struct Params {
   bool positions_i64;
   bool out_loc_i64;
   uint8_t* cache;  // [num_pages, kPageBytes]
-  int64_t num_slots;  // num_pages * kPageSize
-  int64_t num_tokens;
+  int64_t num_slots;  // rows the pool holds: num_pages * kPageSize * kHeads
+  int64_t num_tokens;  // rows: tokens x kHeads
   float eps;
   const float* global_scale;  // [1]: g, read by the kernel (kGlobalScale formats only)
 };
@@ -623,6 +626,10 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
     store_flashmla(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4 || Cfg::kStore == Store::kNvfp4) {
     store_nvfp4(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kFp8Scaled) {  // the row already times RN(1 / s): plain codes
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   } else {
     static_assert(kNoStoreCode<Cfg::kStore>, "this store format has no device code in store()");
   }
@@ -665,9 +672,14 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
   using F = Fetched<Cfg>;
   f.in_range = slot_token < p.num_tokens;
   f.token = f.in_range ? slot_token : p.num_tokens - 1;
-  f.loc = load_index(p.out_loc, p.out_loc_i64, f.token);
-  f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, f.token) : 0;
-  const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + f.token * p.x_row_stride);
+  // Row r is head r % kHeads of token r / kHeads; its slot is the token's slot x kHeads + head (NHD).
+  const int64_t token = f.token / Cfg::kHeads;
+  const int head = static_cast<int>(f.token % Cfg::kHeads);
+  f.loc = load_index(p.out_loc, p.out_loc_i64, token);
+  if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
+  f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
+  const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
+                                                     head * Cfg::kHeadDim);
 #pragma unroll
   for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
@@ -699,7 +711,9 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   r.group = G::kT >= 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   r.token = threadIdx.x / G::kT;
   r.parity = parity;
-  const float global_scale = kGlobalScale<Cfg::kStore> ? __ldg(p.global_scale) : 1.f;
+  float global_scale = 1.f;
+  if constexpr (kGlobalScale<Cfg::kStore>) global_scale = __ldg(p.global_scale);
+  if constexpr (kScaleReciprocal<Cfg::kStore>) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
   const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
   const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
@@ -718,8 +732,9 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   rotate(r, o, freqs_row);
   hadamard(r);
   const int64_t safe_loc = write ? f.loc : 0;
-  store(r, global_scale, p.cache + (safe_loc / Cfg::kPageSize) * Cfg::kPageBytes,
-        static_cast<int>(safe_loc % Cfg::kPageSize), write);
+  constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;
+  store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * Cfg::kPageBytes,
+        static_cast<int>(safe_loc % kRowsPerPage), write);
 }
 
 template <class Cfg>
@@ -847,7 +862,7 @@ template <class Cfg>
 void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
          tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
          tvm::ffi::TensorView cache, tvm::ffi::TensorView scale, double eps, bool pdl) {  // arguments already checked
-  const int64_t num_tokens = x.size(0);
+  const int64_t num_tokens = x.size(0) * Cfg::kHeads;
   if (num_tokens == 0) return;
   Params p{};
   p.x = address(x);
@@ -861,7 +876,7 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   p.out_loc = address(out_loc);
   p.out_loc_i64 = out_loc.dtype().bits == 64;
   p.cache = const_cast<uint8_t*>(address(cache));
-  p.num_slots = cache.size(0) * Cfg::kPageSize;
+  p.num_slots = cache.size(0) * Cfg::kPageSize * Cfg::kHeads;
   p.num_tokens = num_tokens;
   p.eps = static_cast<float>(eps);
   p.global_scale = reinterpret_cast<const float*>(address(scale));
