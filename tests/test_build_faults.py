@@ -30,7 +30,8 @@ NAME = "dsv32_indexer_bf16_p64"
 # Stands in for nvcc: writes the file after -o (an "object" naming its gencode, a "library" holding its
 # objects, so archs differ).
 # FAKE_NVCC_PIDS: append its pid (and its child's); FAKE_NVCC_SLEEP: hang that long first, with a child,
-# as nvcc waits on cicc and ptxas; FAKE_NVCC_SAYS: print that and fail. Output sent to a file on disk
+# as nvcc waits on cicc and ptxas; FAKE_NVCC_SAYS: print that and fail; FAKE_NVCC_FAILS_FOR: fail where the
+# command line holds that text (e.g. one arch's gencode). Output sent to a file on disk
 # (a log in the staging folder) goes to /dev/full: the staging folder is full.
 FAKE_NVCC = """#!/bin/sh
 out=""; prev=""
@@ -39,6 +40,7 @@ if [ -f /dev/stdout ]; then exec >/dev/full 2>&1; fi
 [ -n "$FAKE_NVCC_PIDS" ] && echo $$ >> "$FAKE_NVCC_PIDS"
 if [ -n "$FAKE_NVCC_SLEEP" ]; then sleep "$FAKE_NVCC_SLEEP" & echo $! >> "$FAKE_NVCC_PIDS"; wait; fi
 if [ -n "$FAKE_NVCC_SAYS" ]; then echo "$FAKE_NVCC_SAYS" >&2; exit 1; fi
+case " $* " in *"$FAKE_NVCC_FAILS_FOR"*) [ -n "$FAKE_NVCC_FAILS_FOR" ] && { echo "error: no $FAKE_NVCC_FAILS_FOR" >&2; exit 1; };; esac
 case " $* " in
   *" -shared "*) for a in "$@"; do case "$a" in *.o) cat "$a";; esac; done > "$out";;  # link: the objects
   *) echo "built from $*" > "$out";;
@@ -240,6 +242,24 @@ def test_compile_only_keeps_nvcc_words_too(fake: tc.Toolchain, monkeypatch: pyte
     monkeypatch.setenv("FAKE_NVCC_SAYS", "k.cu(3): error: kernelgen test breakage")
     [result] = compile_only([variant()], fake, ("sm_90a",))
     assert not result.ok and "kernelgen test breakage" in result.message
+
+
+def test_compile_only_builds_all_archs_in_one_call_and_names_the_arch_that_fails(
+        fake: tc.Toolchain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kernelgen check`: one nvcc call per variant for every arch; where it fails, one call per arch says which."""
+    from kernelgen.build.lifecycle import compile_only
+
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("FAKE_NVCC_PIDS", str(calls))
+    archs = ("sm_90a", "sm_100a", "sm_120a")
+    assert all(r.ok for r in compile_only([variant()], fake, archs))
+    assert len(calls.read_text().split()) == 1
+    calls.unlink()
+    monkeypatch.setenv("FAKE_NVCC_FAILS_FOR", "code=sm_100a")
+    results = compile_only([variant()], fake, archs)
+    assert [(r.arch, r.ok) for r in results] == [("sm_90a", True), ("sm_100a", False), ("sm_120a", True)]
+    assert "error: no code=sm_100a" in results[1].message
+    assert len(calls.read_text().split()) == 1 + 3
 
 
 # ---- export's writes ----
