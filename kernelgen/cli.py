@@ -70,7 +70,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             table.add_column(col)
         for v in spec.variants:
             r, lay = resolve(v), layout_of(v)
-            rope = f"{v.rope_dim} {v.rope_place} {v.rope_style}" if v.rope_dim else "-"
+            rope = (f"{v.rope_dim} {v.rope_place} {v.rope_style}" + (" cos|sin" if v.rope_table == "halves" else "")
+                    if v.rope_dim else "-")
             norm = v.norm + ("+bias" if v.norm_bias else "")
             lo = r.launch
             table.add_row(v.name, f"{v.heads}x{v.head_dim}" if v.heads > 1 else str(v.head_dim), rope, norm, "yes" if v.hadamard else "-", v.input_dtype, v.store,

@@ -130,7 +130,7 @@ def make_world(v: Variant, model: KeyModel, max_pos: int, seed: int) -> World:
     outlier_sign = torch.where(torch.rand(model.outlier_channels, generator=g) < 0.5, -1.0, 1.0)
     weight = 1 + model.norm_weight_std * torch.randn(d, generator=g)
     return World(basis.float(), scales, mean, outlier_idx, outlier_sign, weight,
-                 rope_table(v.rope_dim, max_pos, model.rope_base))
+                 rope_table(v.rope_dim, max_pos, v.rope_table, model.rope_base))
 
 
 def pre_norm_block(world: World, model: KeyModel, start: int, count: int, seed: int) -> torch.Tensor:

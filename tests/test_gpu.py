@@ -268,6 +268,30 @@ def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, 
     assert not failures, failures
 
 
+HALVES = [
+    Variant("halves_neox_full", head_dim=128, rope_dim=128, rope_place="head", rope_style="neox", rope_table="halves",
+            store="bf16"),
+    Variant("halves_ilv_tail", head_dim=256, rope_dim=64, rope_table="halves", store="fp8_e4m3"),
+    Variant("halves_heads", head_dim=128, heads=8, rope_dim=128, rope_place="head", rope_style="neox",
+            rope_table="halves", norm="rms", store="fp8_scaled", page_size=16),
+    Variant("halves_neox_d64", head_dim=64, rope_dim=32, rope_place="head", rope_style="neox", rope_table="halves",
+            store="bf16", input_dtype="fp16"),
+]
+
+
+@pytest.mark.parametrize("v", HALVES, ids=lambda v: v.name)
+def test_cos_sin_halves_table_is_exact_for_every_candidate(session_cache: Path, v: Variant) -> None:
+    """vLLM's and FlashInfer's cos_sin_cache layout (cos of every pair, then every sin): every launch the tuner
+    may choose, with and without PDL, writes the reference's bytes."""
+    from kernelgen.tune.runner import built_artifact
+    from kernelgen.tune.space import candidates, default_space
+
+    cands, _ = candidates(v, default_space(v))
+    op = Op(built_artifact(v, cands, toolchain.resolve_archs(None), session_cache))
+    failures = config_failures(op, v, (1, 300))
+    assert not failures, failures
+
+
 @pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p64", "dsv4_indexer_bf16_p64",
                                   "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_fp8_p64", "dsv4_mainkv_nvfp4_p64",
                                   "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64",

@@ -62,7 +62,8 @@ def summary(v: Variant) -> str:
         parts.append(("RMSNorm" if v.norm == "rms" else "LayerNorm") + (" +bias" if v.norm_bias else "")
                      + f" (w {v.weight_dtype})")
     if v.rope_dim:
-        parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}")
+        parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}"
+                     + (" (cos|sin table)" if v.rope_table == "halves" else ""))
     if v.hadamard:
         parts.append(f"Hadamard-{v.head_dim}")
     parts.append(f"store {v.store}" + (" (via bf16)" if v.round_through_bf16 else ""))
@@ -91,6 +92,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "rope_dim": v.rope_dim,
         "rope_begin": v.rope_begin,
         "neox": _cpp_bool(v.rope_style == "neox"),
+        "rope_halves": _cpp_bool(v.rope_table == "halves"),
         "norm_enum": _NORM_ENUM[v.norm],
         "norm_bias": _cpp_bool(v.norm_bias),
         "hadamard": _cpp_bool(v.hadamard),

@@ -12,14 +12,17 @@ if TYPE_CHECKING:
     import torch
 
 
-def rope_table(rope_dim: int, max_pos: int, base: float = 10000.0) -> torch.Tensor:
+def rope_table(rope_dim: int, max_pos: int, layout: str = "pairs", base: float = 10000.0) -> torch.Tensor:
     """[max_pos, rope_dim] float32 RoPE table, on the CPU: (cos, sin) of position p and pair j at columns
-    2j, 2j + 1, with frequency base^(-j / (rope_dim / 2)), computed in float64."""
+    2j, 2j + 1 (layout "pairs"), or at j and rope_dim / 2 + j ("halves": vLLM's and FlashInfer's
+    cos_sin_cache), with frequency base^(-j / (rope_dim / 2)), computed in float64."""
     import torch
 
     half = max(rope_dim // 2, 1)
     inv_freq = base ** (-torch.arange(half, dtype=torch.float64) / half)
     angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    if layout == "halves":
+        return torch.cat([angles.cos(), angles.sin()], dim=-1)[:, :rope_dim].float()
     return torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(max_pos, -1)[:, :rope_dim].float()
 
 
@@ -37,7 +40,7 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g)).to(wdtype)
     bias = (0.1 * torch.randn(v.head_dim, generator=g)).to(wdtype)
-    freqs = rope_table(v.rope_dim, max_pos)
+    freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
     positions = torch.randint(0, max_pos, (num_tokens,), generator=g)
     num_pages = max(num_pages, -(-num_tokens * 3 // (2 * v.page_size)) + 1)  # room to spare: unwritten slots
     slots = num_pages * v.page_size
@@ -96,7 +99,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
     bias = (0.1 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
-    freqs = rope_table(v.rope_dim, max_pos)
+    freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
     if workload == "prefill":
         idx = torch.arange(num_tokens, device=device)
         positions = idx % 1024

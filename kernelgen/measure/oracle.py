@@ -208,7 +208,8 @@ def _rope(v: Variant, rows: Rows, freqs: torch.Tensor, positions: torch.Tensor) 
     if not v.rope_dim:
         return rows
     f = freqs[positions.long()]
-    cos, sin = f[:, 0::2], f[:, 1::2]  # pair j: cos at column 2j, sin at 2j+1
+    h = v.rope_dim // 2  # pair j: cos at column 2j, sin at 2j+1; or (halves) at j and h + j
+    cos, sin = (f[:, :h], f[:, h:]) if v.rope_table == "halves" else (f[:, 0::2], f[:, 1::2])
     ia, ic = _rope_pairs(v)
 
     def rotate(t: torch.Tensor) -> torch.Tensor:

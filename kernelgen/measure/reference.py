@@ -65,11 +65,18 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     return y
 
 
+def cos_sin(v: Variant, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) of each pair from freqs rows, by the variant's table layout."""
+    if v.rope_table == "halves":
+        return f[:, :v.rope_dim // 2], f[:, v.rope_dim // 2:]
+    return f[:, 0::2], f[:, 1::2]
+
+
 def _rope(v: Variant, y: torch.Tensor, freqs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     if not v.rope_dim:
         return y
     f = freqs[positions.long()]
-    cos, sin = f[:, 0::2], f[:, 1::2]
+    cos, sin = cos_sin(v, f)
     b, r = v.rope_begin, v.rope_dim
     y = y.clone()
     if v.rope_style == "interleaved":

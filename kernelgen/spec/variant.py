@@ -12,6 +12,7 @@ from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIO
 NormKind = Literal["rms", "layer", "none"]
 RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
+RopeTable = Literal["pairs", "halves"]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
@@ -74,6 +75,7 @@ class Variant:
     rope_dim: int = 64
     rope_place: RopePlace = "tail"
     rope_style: RopeStyle = "interleaved"
+    rope_table: RopeTable = "pairs"  # freqs rows: (cos, sin) of pair j at 2j, 2j+1; or cos of all pairs, then sin
     norm: NormKind = "rms"
     norm_bias: bool = False
     hadamard: bool = False
@@ -131,6 +133,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "rope_dim": (int, None),
     "rope_place": (str, get_args(RopePlace)),
     "rope_style": (str, get_args(RopeStyle)),
+    "rope_table": (str, get_args(RopeTable)),
     "norm": (str, get_args(NormKind)),
     "norm_bias": (bool, None),
     "hadamard": (bool, None),
@@ -142,7 +145,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
 }
 # Axes added after records and exports were keyed: left out of content_key() at this default, so a
 # variant that does not use the axis keeps its key (and its tuning records and exports stay valid).
-KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1}
+KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs"}
 _NONE = object()
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
@@ -165,6 +168,8 @@ def short_name(axis: str, value: object) -> str:
         return f"r{value}" if value else "norope"
     if axis == "rope_style":
         return _STYLE_SHORT[str(value)]
+    if axis == "rope_table":
+        return "cossin" if value == "halves" else "pairs"
     if axis == "norm":
         return _NORM_SHORT[str(value)]
     if axis in ("input_dtype", "weight_dtype"):

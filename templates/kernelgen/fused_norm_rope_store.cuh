@@ -46,7 +46,7 @@ struct Params {
   int64_t x_row_stride;  // elements between consecutive rows of x
   const void* weight;
   const void* bias;
-  const float* freqs;  // [max_pos, rope_dim]: (cos, sin) of pair j at 2j, 2j+1
+  const float* freqs;  // [max_pos, rope_dim]: (cos, sin) of pair j at 2j, 2j+1 (kRopeHalves: at j, rope_dim/2 + j)
   int64_t max_pos;
   const void* positions;
   const void* out_loc;
@@ -240,6 +240,20 @@ __device__ __forceinline__ bool in_rope(int dim) {
 
 // The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
 // chunks need both halves' pair j, so 2 x kVec values.
+// (cos, sin) pairs from a table that keeps the cos of every pair in its first half and the sins in its second:
+// cos at `cos`, sin `half` floats further; dst gets them interleaved as the pairs table holds them.
+template <int N>
+__device__ __forceinline__ void load_cos_sin(const float* cos, int half, float (&dst)[N]) {
+  float c[N / 2], s[N / 2];
+  load_wide(cos, c);
+  load_wide(cos + half, s);
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    dst[2 * i] = c[i];
+    dst[2 * i + 1] = s[i];
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const float* f) {
   if constexpr (Cfg::kRopeDim > 0) {
@@ -248,7 +262,9 @@ __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, 
       const int dim = r.first(c);
       if (!in_rope<Cfg>(dim)) continue;
       const int j = dim - Cfg::kRopeBegin;
-      if constexpr (Cfg::kNeox) {
+      if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
+        load_cos_sin(f + (Cfg::kNeox ? (j & (Cfg::kRopeDim / 2 - 1)) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
+      } else if constexpr (Cfg::kNeox) {
         load_wide(f + 2 * (j & (Cfg::kRopeDim / 2 - 1)), o.f[c]);
       } else {
         load_wide(f + j, o.f[c]);
