@@ -227,8 +227,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     compiled = [v for v in variants if not violations(v)]  # a refused variant costs no compile
     with _compiling("checking") as progress:
         if compiled:
-            progress.expect(len(compiled) * len(archs), f"{_count(len(compiled), 'variant')} x {', '.join(archs)}: "
-                            f"{len(compiled) * len(archs)} steps (one nvcc per variant and target)")
+            progress.expect(len(compiled), f"{_count(len(compiled), 'variant')} x {', '.join(archs)}: "
+                            f"{len(compiled)} steps (one nvcc per variant for every target; a variant that "
+                            "fails is compiled again per target)")
         results = compile_only(variants, toolchain, archs, args.jobs, progress=progress)
     # The title as its own line (a table title wraps at the table's width, which one short variant makes narrow).
     out.print(f"kernelgen check: {len(variants)} variants x {', '.join(archs)}", markup=False, soft_wrap=True)

@@ -102,6 +102,9 @@ def test_a_modified_library_or_manifest_is_never_loaded(exported: Path, tmp_path
     lib.write_bytes(bytes(data))
     with pytest.raises(LayoutMismatch, match="missing or modified"):
         load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)
+    (copy / "manifest.json").write_text('{"format": "kernelgen-export/1", "variants": {}}')
+    with pytest.raises(KernelgenError, match="export format 'kernelgen-export/1'.*export again"):
+        load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)
     (copy / "manifest.json").write_text('{"format": "kernelgen-export/1", "variants": ')
     with pytest.raises(KernelgenError, match="manifest.json is corrupt"):
         load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)

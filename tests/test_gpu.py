@@ -276,13 +276,16 @@ HALVES = [
             rope_table="halves", norm="rms", store="fp8_scaled", page_size=16),
     Variant("halves_neox_d64", head_dim=64, rope_dim=32, rope_place="head", rope_style="neox", rope_table="halves",
             store="bf16", input_dtype="fp16"),
+    Variant("gemma_d256_heads", head_dim=256, heads=4, rope_dim=128, rope_place="head", rope_style="neox",
+            norm="rms_gemma", store="bf16", page_size=16),
+    Variant("gemma_fp8", head_dim=128, rope_dim=64, norm="rms_gemma", store="fp8_e4m3", weight_dtype="bf16"),
 ]
 
 
 @pytest.mark.parametrize("v", HALVES, ids=lambda v: v.name)
-def test_cos_sin_halves_table_is_exact_for_every_candidate(session_cache: Path, v: Variant) -> None:
-    """vLLM's and FlashInfer's cos_sin_cache layout (cos of every pair, then every sin): every launch the tuner
-    may choose, with and without PDL, writes the reference's bytes."""
+def test_cos_sin_halves_and_gemma_norm_are_exact_for_every_candidate(session_cache: Path, v: Variant) -> None:
+    """vLLM's and FlashInfer's cos_sin_cache layout (cos of every pair, then every sin) and Gemma's RMSNorm
+    times (1 + w): every launch the tuner may choose, with and without PDL, writes the reference's bytes."""
     from kernelgen.tune.runner import built_artifact
     from kernelgen.tune.space import candidates, default_space
 

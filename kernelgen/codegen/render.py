@@ -19,7 +19,7 @@ from .launch import LaunchPlan, default_plan, resolve
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
-_NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone"}
+_NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone", "rms_gemma": "kRmsGemma"}
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +59,8 @@ def summary(v: Variant) -> str:
     parts = [f"x[{v.heads} x {v.head_dim}]" if v.heads > 1 else f"x[{v.head_dim}]"]
     parts[0] += f" {v.input_dtype}"
     if v.norm != "none":
-        parts.append(("RMSNorm" if v.norm == "rms" else "LayerNorm") + (" +bias" if v.norm_bias else "")
+        parts.append({"rms": "RMSNorm", "rms_gemma": "RMSNorm x (1 + w)", "layer": "LayerNorm"}[v.norm]
+                     + (" +bias" if v.norm_bias else "")
                      + f" (w {v.weight_dtype})")
     if v.rope_dim:
         parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}"

@@ -171,13 +171,14 @@ def _norm(v: Variant, x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor |
         return Rows(x, torch.zeros_like(x))
     assert w is not None
     d = x.shape[1]
-    if v.norm == "rms":
+    if v.norm in ("rms", "rms_gemma"):
         ms = (x * x).mean(-1, keepdim=True)
         # sum of d non-negative rounded squares, any order: gamma_d; then the divide by d
         inv = 1.0 / torch.sqrt(ms + eps)
-        n = x * inv * w
+        gemma = v.norm == "rms_gemma"
+        n = x * inv * ((1.0 + w) if gemma else w)
         common = ((n, _inv_rel(ms, (d + 1) * U * ms, eps)),)
-        local = 2 * U * n.abs()  # x*inv, *w
+        local = (3 if gemma else 2) * U * n.abs()  # x*inv, *w (and Gemma's 1 + w)
     else:
         m = x.mean(-1, keepdim=True)
         c = x - m

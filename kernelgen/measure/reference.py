@@ -58,7 +58,10 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     inv = 1.0 / torch.sqrt(mean_sq + eps32)
     inv = torch.where(torch.isinf(mean_sq), torch.full_like(inv, float("nan")), inv)  # overflow: a NaN row
     assert weight is not None
-    y = (y * inv) * weight.to(torch.float32)
+    w = weight.to(torch.float32)
+    if v.norm == "rms_gemma":  # Gemma: times (1 + w), the sum rounded to float32
+        w = 1.0 + w
+    y = (y * inv) * w
     if v.norm_bias:
         assert bias is not None
         y = y + bias.to(torch.float32)

@@ -29,7 +29,7 @@ from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
 from .op import _CURRENT, Op
 
-FORMAT = "kernelgen-export/1"
+FORMAT = "kernelgen-export/2"  # 2: a symbol takes only the tensors its variant uses (op.args), not all seven
 MANIFEST = "manifest.json"
 _ELSEWHERE = "export to another folder (-o)"  # the fix a full or read-only output folder ends on
 
@@ -131,7 +131,8 @@ def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | 
     try:
         manifest = json.loads((root / MANIFEST).read_text())
         if manifest.get("format") != FORMAT:
-            raise KernelgenError(f"{root}: export format {manifest.get('format')!r}, this kernelgen reads {FORMAT}")
+            raise KernelgenError(f"{root}: export format {manifest.get('format')!r}, this kernelgen reads {FORMAT}: "
+                                 f"export again with this kernelgen")
         entry = manifest["variants"][variant]
     except FileNotFoundError:
         raise KernelgenError(f"{root}: no {MANIFEST}; export with `kernelgen export SPEC -o {root}`") from None

@@ -9,7 +9,7 @@ from typing import Literal, get_args
 from .formats import FORMATS
 from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
 
-NormKind = Literal["rms", "layer", "none"]
+NormKind = Literal["rms", "layer", "none", "rms_gemma"]  # rms_gemma: RMSNorm times (1 + weight), as Gemma
 RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
 RopeTable = Literal["pairs", "halves"]
@@ -151,7 +151,7 @@ LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's 
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
 
 _STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}
-_NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm"}
+_NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm", "rms_gemma": "gemma"}
 
 
 def short_name(axis: str, value: object) -> str:

@@ -28,7 +28,7 @@
 
 namespace kernelgen {
 
-enum class Norm { kNone, kRms, kLayer };
+enum class Norm { kNone, kRms, kLayer, kRmsGemma };  // kRmsGemma: RMSNorm times (1 + weight)
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
 enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled };
 // Formats whose rows are multiplied by a per-tensor global scale g (read from Params::global_scale) before
@@ -228,6 +228,10 @@ __device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       load_wide(w + r.first(c), o.w[c]);
+      if constexpr (Cfg::kNorm == Norm::kRmsGemma) {  // Gemma's (1 + w), rounded to float32 as its float32 add is
+#pragma unroll
+        for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = __fadd_rn(1.f, o.w[c][k]);
+      }
       if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), o.b[c]);
     }
   }
