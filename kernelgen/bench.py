@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .layout.layout import Layout, layout_of
-from .layout.pages import head_slots
+from .layout.pages import head_slots, split_slots
 from .measure import reference
 from .measure.inputs import workload_inputs
 from .measure.timing import launch_args, rotated_graph_us, rotation_sets
@@ -42,10 +42,8 @@ def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
     """Distinct 32-byte sectors of the cache that the writes of these slots touch."""
     import torch
 
-    loc = head_slots(out_loc, layout.heads).long()
-    per_page = layout.records_per_page
-    loc = loc[(loc >= 0) & (loc < num_pages * per_page)]
-    page, off = loc // per_page, loc % per_page
+    valid, page, off = split_slots(layout, head_slots(out_loc, layout.heads), num_pages)
+    page, off = page[valid], off[valid]
     sectors = []
     for f in layout.fields:
         start = page * layout.page_bytes + f.base + off * f.stride

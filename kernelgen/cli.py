@@ -74,7 +74,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                     if v.rope_dim else "-")
             norm = v.norm + ("+bias" if v.norm_bias else "")
             lo = r.launch
-            table.add_row(v.name, f"{v.heads}x{v.head_dim}" if v.heads > 1 else str(v.head_dim), rope, norm, "yes" if v.hadamard else "-", v.input_dtype, v.store,
+            dims = f"{v.heads}x{v.head_dim}" if v.heads > 1 else str(v.head_dim)
+            table.add_row(v.name, dims, rope, norm, "yes" if v.hadamard else "-", v.input_dtype, v.store,
                           str(v.page_size), str(lay.bytes_per_token), str(lay.page_bytes),
                           f"{lo.threads_per_token},{lo.tokens_per_block},{lo.vec}", _status(v))
         out.print(table)

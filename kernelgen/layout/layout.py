@@ -78,8 +78,8 @@ class Layout:
     def byte_map(self) -> list[tuple[int, int, str]]:
         """(start, end, description) spans of one page in address order, padding included."""
         spans: list[tuple[int, int, str]] = []
+        n = self.records_per_page
         for f in self.fields:
-            n = self.records_per_page
             end = f.base + f.stride * (n - 1) + f.size
             every = "" if f.stride == f.size else f" every {f.stride} B"
             count = f"{self.page_size} x {self.heads}" if self.heads > 1 else f"{n}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..codegen.checks import ARGS
 from ..layout.layout import layout_of
 from ..spec.variant import Variant
 from .inputs import timing_inputs
@@ -50,8 +51,7 @@ def measure(op: Any, num_tokens: int) -> tuple[float, float]:
 
 
 def launch_args(inputs: dict[str, Any], eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
-    keys = ("x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache", "scale")  # checks.ARGS
-    return (*(inputs.get(k) for k in keys), eps)
+    return (*(inputs.get(k) for k in ARGS), eps)
 
 
 def rotation_sets(bytes_per_call: int, num_tokens: int, l2_bytes: int, min_tokens: int = 4096) -> int:

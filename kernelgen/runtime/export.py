@@ -23,6 +23,7 @@ from ..codegen.render import x_align
 from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
+from ..spec.formats import format_of
 from ..spec.variant import Launch, Variant
 from ..tune import lookup
 from ..tune.gpu import GpuInfo
@@ -42,23 +43,31 @@ def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
 
 
 _NOTES = {"x": "last dim contiguous; rows aligned to the artifact's x_align bytes",
-          "freqs": "(cos, sin) of pair j at columns 2j, 2j+1",
-          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "written in place",
-          "scale": "the global scale g on x's device, read by the kernel (a CUDA graph keeps it live)"}
+          "out_loc": "slot per row; < 0 or past the pool: skipped", "kvcache": "written in place"}
+
+
+def _notes(v: Variant) -> dict[str, str]:
+    """_NOTES with the notes that depend on the variant: its RoPE table layout and what its scale is."""
+    freqs = ("cos of pair j at column j, sin at rope_dim / 2 + j (a cos_sin_cache)" if v.rope_table == "halves"
+             else "(cos, sin) of pair j at columns 2j, 2j+1")
+    scale = ("the dequantization scale s (k_scale / v_scale; codes of v * RN(1 / s))"
+             if format_of(v).scale_reciprocal else "the global scale g (codes of v * g)")
+    return {**_NOTES, "freqs": freqs, "scale": f"{scale} on x's device, read by the kernel (a CUDA graph keeps it live)"}
 
 
 def abi(v: Variant, table: tuple[checks.Check, ...]) -> dict[str, Any]:
     """The exported symbols' calling convention: argument order, dtypes and shapes, from the variant's
     check table (each artifact also lists the checks, which its symbols apply in order before launching)."""
     page_bytes = next(c.value for c in table if c.kind == "page_bytes")
+    notes = _notes(v)
     args = []
     for name in checks.symbol_args(table):
         first = next(c for c in table if c.arg == name and c.kind == "dtype_shape")
         dtypes = list(first.dtypes)
         arg: dict[str, Any] = {"name": name, "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
                                "shape": [page_bytes if s == "page_bytes" else s for s in first.shape]}
-        if name in _NOTES:
-            arg["note"] = _NOTES[name]
+        if name in notes:
+            arg["note"] = notes[name]
         args.append(arg)
     args.append({"name": "eps", "dtype": "float64", "shape": []})
     return {"symbol": v.name, "calling": "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as "

@@ -151,7 +151,8 @@ class Op:
                  positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
                  eps: float = 1e-6, bias: torch.Tensor | None = None, scale: torch.Tensor | None = None) -> None:
         """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped). `scale` is the
-        float32 [1] device tensor g of a format with a global scale (nvfp4), else unused."""
+        float32 [1] device tensor of a format with a per-tensor scale (nvfp4's g, fp8_scaled's k_scale), else
+        unused."""
         if self.debug:
             self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, scale)
             self.checker.no_duplicate_slots(out_loc, kvcache.shape[0])

@@ -242,8 +242,6 @@ __device__ __forceinline__ bool in_rope(int dim) {
   return dim >= Cfg::kRopeBegin && dim < Cfg::kRopeBegin + Cfg::kRopeDim;
 }
 
-// The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
-// chunks need both halves' pair j, so 2 x kVec values.
 // (cos, sin) pairs from a table that keeps the cos of every pair in its first half and the sins in its second:
 // cos at `cos`, sin `half` floats further; dst gets them interleaved as the pairs table holds them.
 template <int N>
@@ -258,6 +256,8 @@ __device__ __forceinline__ void load_cos_sin(const float* cos, int half, float (
   }
 }
 
+// The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
+// chunks need both halves' pair j, so 2 x kVec values.
 template <class Cfg>
 __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const float* f) {
   if constexpr (Cfg::kRopeDim > 0) {
