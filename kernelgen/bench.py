@@ -10,9 +10,11 @@ from typing import Any, Callable
 from .layout.layout import Layout, layout_of
 from .layout.pages import head_slots, split_slots
 from .measure import reference
-from .measure.inputs import workload_inputs
+from .measure.inputs import group_workload_inputs, member_inputs, workload_inputs
 from .measure.timing import launch_args, rotated_graph_us, rotation_sets
+from .runtime.group_op import GroupOp
 from .runtime.op import Op
+from .spec.group import Group
 from .spec.variant import Variant
 
 DEFAULT_TOKENS = (1, 32, 128, 1024, 4096, 65536, 262144, 1048576)
@@ -48,23 +50,45 @@ def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
     for f in layout.fields:
         start = page * layout.page_bytes + f.base + off * f.stride
         first, last = start // 32, (start + f.size - 1) // 32
-        span = int((last - first).max()) + 1 if loc.numel() else 1
-        steps = torch.arange(span, device=loc.device)
+        span = int((last - first).max()) + 1 if page.numel() else 1
+        steps = torch.arange(span, device=page.device)
         cover = first[:, None] + steps[None, :]
         sectors.append(cover[cover <= last[:, None]])
-    return int(torch.unique(torch.cat(sectors)).numel()) if loc.numel() else 0
+    return int(torch.unique(torch.cat(sectors)).numel()) if page.numel() else 0
 
 
 def compulsory_bytes(v: Variant, inputs: dict[str, Any], l2_bytes: int) -> int:
-    layout = layout_of(v)
+    return _row_bytes(v, inputs) + _index_bytes([v], inputs, l2_bytes)
+
+
+def _row_bytes(v: Variant, inputs: dict[str, Any]) -> int:
+    """x's rows read and the cache sectors written (slots: token outputs are dense rows, out_loc = arange)."""
     n = inputs["x"].shape[0]
-    total = n * v.heads * v.head_dim * v.elem_bytes + inputs["out_loc"].numel() * inputs["out_loc"].element_size()
-    if v.rope_dim:
+    return n * v.heads * v.head_dim * v.elem_bytes + 32 * written_sectors(layout_of(v), inputs["out_loc"],
+                                                                           inputs["kvcache"].shape[0])
+
+
+def _index_bytes(variants: list[Variant], inputs: dict[str, Any], l2_bytes: int) -> int:
+    """positions and out_loc read once per token by whichever of the variants read them (one launch shares
+    them), and the freqs rows read where the table does not fit in L2."""
+    total = 0
+    if any(v.slots == "out_loc" for v in variants):
+        total += inputs["out_loc"].numel() * inputs["out_loc"].element_size()
+    rope_dim = max(v.rope_dim for v in variants)
+    if rope_dim:
         total += inputs["positions"].numel() * inputs["positions"].element_size()
-        freqs = inputs["freqs"]
-        if freqs.numel() * 4 > l2_bytes:
-            total += int(inputs["positions"].unique().numel()) * v.rope_dim * 4
-    return total + 32 * written_sectors(layout, inputs["out_loc"], inputs["kvcache"].shape[0])
+        if inputs["freqs"].numel() * 4 > l2_bytes:
+            total += int(inputs["positions"].unique().numel()) * rope_dim * 4
+    return total
+
+
+def group_compulsory_bytes(g: Group, inputs: dict[str, Any], l2_bytes: int) -> int:
+    """A launch group's compulsory bytes: every member's rows and written sectors, the shared indices once."""
+    per = {role: member_inputs(g, role, inputs) for role in g.roles}
+    shared = dict(per[g.roles[0]], out_loc=inputs.get("out_loc"), positions=inputs.get("positions"),
+                  freqs=inputs.get("freqs"))
+    return sum(_row_bytes(v, per[role]) for role, v in g.members) + _index_bytes([v for _, v in g.members], shared,
+                                                                                   l2_bytes)
 
 
 def copy_roofline_gbs(size_bytes: int = 1 << 30) -> float:
@@ -176,6 +200,61 @@ def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: 
         torch.cuda.empty_cache()
         say(f"{op.variant.name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
     return rows
+
+
+def group_reference_call(g: Group, inputs: dict[str, Any], compiled: bool) -> Callable[[], None]:
+    """The PyTorch reference of every member of a launch group, one after another (the baseline)."""
+    calls = [reference_call(v, member_inputs(g, role, inputs), compiled=False) for role, v in g.members]
+
+    def run() -> None:
+        for call in calls:
+            call()
+
+    if not compiled:
+        return run
+    import torch
+
+    torch._dynamo.reset()
+    return torch.compile(run, dynamic=False)
+
+
+def bench_group(op: GroupOp, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
+                say: Callable[[str], None] = lambda _: None) -> list[Row]:
+    """bench_variant for a launch group: one launch writes every member; bytes are all members' (group_compulsory_bytes)."""
+    import torch
+
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    g = op.group
+    rows = []
+    for n in tokens:
+        floor = empty_kernel_floor_us()
+        first = group_workload_inputs(g, n, workload, seed=1)
+        moved = group_compulsory_bytes(g, first, l2)
+        sets = [first] + [group_workload_inputs(g, n, workload, seed=s)
+                          for s in range(2, 1 + rotation_sets(moved, n, l2))]
+        us = rotated_graph_us([lambda a=op.tensors(_call_inputs(s)): op.launch(a, 1e-6) for s in sets])
+        extra: dict[str, Any] = {}
+        for name in baselines:
+            try:
+                call = group_reference_call(g, first, compiled=(name == "compile"))
+                key = "eager" if name == "eager" else "compiled"
+                extra[f"{key}_us"] = _event_us(call, reps=5 if n >= 262144 else 10)
+                extra[f"{key}_extra_mb"] = round(_extra_memory_mb(call), 1)
+            except Exception as exc:  # a baseline that cannot run is reported, not fatal
+                say(f"{g.name} N={n}: {name} baseline failed: {str(exc).splitlines()[0][:120]}")
+        tbps = moved / (us * 1e-6) / 1e12
+        rows.append(Row(g.name, workload, n, round(us, 3), moved, round(tbps, 3),
+                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra,
+                        floor_us=round(floor, 3)))
+        del first, sets
+        torch.cuda.empty_cache()
+        say(f"{g.name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
+    return rows
+
+
+def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A group's inputs as its op takes them: the packed qkv is passed as its slices q, k, v."""
+    return {k: t for k, t in inputs.items() if k != "qkv"}
 
 
 def to_json(rows: list[Row], meta: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from .codegen.launch import resolve
 from .codegen.render import render_variant
 from .errors import KernelgenError, storage_error
 from .layout.layout import layout_of
+from .spec.group import Group
 from .spec.parse import Spec, load_spec, shipped_specs
 from .spec.variant import Variant
 
@@ -97,7 +98,7 @@ def _print_layout(v: Variant) -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    source = render_variant(load_spec(args.spec).variant(args.variant))
+    source = render_variant(load_spec(args.spec).kernel(args.variant))
     if args.output:
         Path(args.output).write_text(source)
     else:
@@ -219,7 +220,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .build.lifecycle import compile_only, one_per_layout
 
     archs = tc.resolve_archs(args.arch, fallback=CHECK_TARGETS)  # check needs no GPU
-    variants = [v for spec in _specs(args.specs) for v in spec.variants]
+    variants = [v for spec in _specs(args.specs) for v in spec.kernels]
     skipped = 0
     if not args.all:
         variants, skipped = one_per_layout(variants)
@@ -268,7 +269,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     archs = tc.resolve_archs(args.arch)
     cache_dir = _cache_dir(args.cache_dir)
-    variants = [v for spec in _specs(args.specs) for v in spec.variants]
+    variants = [v for spec in _specs(args.specs) for v in spec.kernels]
     start = time.monotonic()
     toolchain = _toolchain()
     todo = unbuilt(variants, toolchain, archs, cache_dir)
@@ -281,7 +282,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     for col in ("variant", "page B", "library"):
         table.add_column(col)
     for a in artifacts:
-        table.add_row(a.variant.name, str(layout_of(a.variant).page_bytes), escape(str(a.library)))
+        pages = ("/".join(str(layout_of(m).page_bytes) for _, m in a.variant.members) if isinstance(a.variant, Group)
+                 else str(layout_of(a.variant).page_bytes))
+        table.add_row(a.variant.name, pages, escape(str(a.library)))
     out.print(table)
     out.print(f"built or found {len(artifacts)} variants in {time.monotonic() - start:.1f} s")
     return 0
@@ -299,17 +302,25 @@ def _parse_ints(text: str | None, what: str) -> tuple[int, ...] | None:
     return values
 
 
-def _selected(args: argparse.Namespace) -> tuple[Spec, list[Variant]]:
+def _selected(args: argparse.Namespace, groups: bool = True) -> tuple[Spec, list[Any]]:
+    """The spec and the kernels --variants names (default: every variant, then every launch group; groups=False:
+    variants only, for commands that do not take launch groups yet)."""
     spec = load_spec(args.spec)
     if not args.variants:
-        return spec, list(spec.variants)
-    return spec, [spec.variant(name) for name in args.variants.split(",") if name]
+        return spec, list(spec.kernels if groups else spec.variants)
+    picked = [spec.kernel(name) for name in args.variants.split(",") if name]
+    if not groups and any(isinstance(k, Group) for k in picked):
+        name = next(k.name for k in picked if isinstance(k, Group))
+        raise KernelgenError(f"{name} is a launch group; `kernelgen {args.command}` takes variants only for now: "
+                             f"name its members ({', '.join(m.name for _, m in spec.group(name).members)})")
+    return spec, picked
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
 
     from . import bench, resources
+    from .runtime.group_op import load_group_kernel
     from .runtime.op import load_variant
     from .tune.runner import require_gpu
 
@@ -328,9 +339,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     err.print(f"copy roofline {roofline:.0f} GB/s, empty-kernel floor {floor_start:.2f} us; {bench.BYTES_NOTE}", markup=False)
     rows = []
     for v in variants:
-        op = load_variant(v)
+        op = load_group_kernel(v) if isinstance(v, Group) else load_variant(v)
         err.print(f"{v.name}: dispatch from {op.tuned_from}: {op.plan.describe()}", markup=False)
-        rows += bench.bench_variant(op, tokens, args.workload, roofline, baselines, lambda s: err.print(s, markup=False))
+        run = bench.bench_group if isinstance(v, Group) else bench.bench_variant
+        rows += run(op, tokens, args.workload, roofline, baselines, lambda s: err.print(s, markup=False))  # type: ignore[arg-type]
     # The floor again after the variants, and beside every row: one measurement can catch the GPU between
     # clock states (a 1.0 us floor beside 0.72 us ones was seen on the H200, and 0.75 -> 0.93 us within one
     # run); the lowest is the run's floor, all are recorded (each row's in its floor_us).
@@ -554,7 +566,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .tune.runner import unbuilt
 
     out_dir = knobs.check_folder("-o", Path(args.output))
-    _, variants = _selected(args)
+    _, variants = _selected(args, groups=False)
     archs = tc.parse_arch_list(args.arch)
     knobs.check_cache_dir(write=False)
     start = time.monotonic()

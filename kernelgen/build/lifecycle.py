@@ -17,6 +17,7 @@ from ..codegen.launch import LaunchPlan, default_plan
 from ..codegen.render import render_variant
 from ..errors import BuildError, GuardViolation, StorageError, ToolchainError, storage_error, writing
 from ..layout.layout import layout_of
+from ..spec.group import Group
 from ..spec.variant import Variant
 from . import processes
 from .buildplan import (
@@ -120,7 +121,14 @@ def _raise_if_storage(text: str, build_dir: Path, elsewhere: str, who: str) -> N
 
 
 def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict[str, object]:
-    layout = layout_of(a.variant)
+    if isinstance(a.variant, Group):
+        layouts = {role: layout_of(v) for role, v in a.variant.members}
+        sizes: dict[str, object] = {"members": {role: {"variant": v.name, "page_bytes": layouts[role].page_bytes,
+                                                       "bytes_per_token": layouts[role].bytes_per_token}
+                                                for role, v in a.variant.members}}
+    else:
+        layout = layout_of(a.variant)
+        sizes = {"page_bytes": layout.page_bytes, "bytes_per_token": layout.bytes_per_token}
     return {
         "variant": a.variant.name,
         "spec": a.variant.spec_name,
@@ -128,8 +136,7 @@ def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict
         "archs": list(archs),
         "toolchain": toolchain.fingerprint(),
         "kernelgen": __version__,
-        "page_bytes": layout.page_bytes,
-        "bytes_per_token": layout.bytes_per_token,
+        **sizes,
         "launch_configs": [c.id for c in a.launch_plan.configs],
         "dispatch": a.launch_plan.describe(),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -225,7 +232,7 @@ def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
     seen: set[tuple[Variant, int]] = set()
     kept = []
     for v in variants:
-        if violations(v):
+        if isinstance(v, Group) or violations(v):
             kept.append(v)
             continue
         key = (replace(v, name="", page_size=0), layout_of(v).store_align)

@@ -43,6 +43,8 @@ GOT = {
     "contiguous": "strides",
     "aligned": "address",  # "an address 4 bytes past a 16-byte boundary"
     "page_bytes": "row_bytes",  # the size of dim 1, inside the message
+    "same_rows": "description",  # a launch group's member input: as many rows as the first member's
+    "same_device": "description",  # ... and on the first member's device
 }
 
 
@@ -57,6 +59,8 @@ class Check:
     dtypes: tuple[str, ...] = ()  # dtype_shape: accepted torch dtype names
     shape: tuple[int | str, ...] = ()  # dtype_shape
     value: int = 0  # rows / aligned: bytes of alignment; page_bytes: bytes per page
+    elem: int = 0  # rows: the argument's element bytes (0: x's)
+    other: str = ""  # same_rows / same_device: the argument whose row count / device this one must have
 
     def parts(self, variant: str) -> tuple[str, str]:
         """The text before and after the passed value, as both languages print it (no variant: no prefix)."""
@@ -75,54 +79,111 @@ def _want(dtypes: tuple[str, ...], shape: tuple[int | str, ...]) -> str:
 
 
 def _tensor(arg: str, dtypes: tuple[str, ...], shape: tuple[int | str, ...], align: int = 0,
-            message: str = "") -> list[Check]:
+            message: str = "", n: Callable[[str], str] = str) -> list[Check]:
     """dtype and shape, then contiguity (x: row contiguity, every row `align`-byte aligned), device and
-    alignment checks of one argument."""
-    out = [Check(arg, "dtype_shape", message or f"{arg} must be {_want(dtypes, shape)}", dtypes, shape)]
+    alignment checks of one argument. n: the name each family argument goes by in the symbol."""
+    out = [Check(n(arg), "dtype_shape", message or f"{n(arg)} must be {_want(dtypes, shape)}", dtypes, shape)]
     if arg == "x":
-        out.append(Check(arg, "rows", f"x rows must be contiguous, each starting {align}-byte aligned "
-                                      f"(row stride a multiple of {align} bytes)", value=align))
+        out.append(Check(n(arg), "rows", f"{n('x')} rows must be contiguous, each starting {align}-byte aligned "
+                                         f"(row stride a multiple of {align} bytes)", value=align))
     else:
-        out.append(Check(arg, "contiguous", f"{arg} must be contiguous"))
-        out.append(Check(arg, "device", f"{arg} must be on x's device"))
+        out.append(Check(n(arg), "contiguous", f"{n(arg)} must be contiguous"))
+        out.append(Check(n(arg), "device", f"{n(arg)} must be on {n('x')}'s device"))
     if align:
-        out.append(Check(arg, "aligned", f"{arg} must start at a {align}-byte aligned address (a fresh tensor does)",
-                         value=align))
+        out.append(Check(n(arg), "aligned",
+                         f"{n(arg)} must start at a {align}-byte aligned address (a fresh tensor does)", value=align))
     return out
 
 
-def table(v: Variant, layout: Layout, x_align: int) -> tuple[Check, ...]:
+def _dense_out(v: Variant, layout: Layout, n: Callable[[str], str]) -> list[Check]:
+    """The output of a slots: token variant: row t holds token t's records, rows may be strided (so a Q output
+    may be written in place, into the Q columns of the packed qkv viewed as uint8)."""
+    out, page, align = n("kvcache"), layout.page_bytes, layout.store_align
+    return [
+        Check(out, "dtype_shape", f"{out} must be a 2-D uint8 tensor [N, {page}] (row t: token t's {v.heads} "
+                                  f"record(s), {layout.describe()}; e.g. a [N, {v.heads * v.head_dim}] tensor viewed "
+                                  "as uint8, or op.layout.allocate(N))", ("uint8",), ("N", "page_bytes")),
+        Check(out, "page_bytes", f"{out} rows are {{got}} bytes but {v.name} writes {page}-byte rows "
+                                 f"({layout.describe()})", value=page),
+        Check(out, "rows", f"{out} rows must be contiguous, each starting {align}-byte aligned "
+                           f"(row stride a multiple of {align} bytes)", value=align, elem=1),
+        Check(out, "device", f"{out} must be on {n('x')}'s device"),
+        Check(out, "aligned", f"{out} must start at a {align}-byte aligned address (a fresh tensor does)", value=align),
+    ]
+
+
+def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None = None) -> tuple[Check, ...]:
     """The checks of variant v's symbol, in the order both languages apply them (the first failure is reported).
 
-    v must be resolved; x_align is the x alignment every compiled configuration accepts."""
-    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align)
-    checks += _tensor("out_loc", INDEX_DTYPES, ("N",))
+    v must be resolved; x_align is the x alignment every compiled configuration accepts. names: what the
+    symbol calls each family argument (a launch group's member takes k, k_weight, k_cache...), default ARGS."""
+    def n(arg: str) -> str:
+        return (names or {}).get(arg, arg)
+
+    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align, n=n)
+    if v.slots == "out_loc":
+        checks += _tensor("out_loc", INDEX_DTYPES, ("N",), n=n)
     if v.norm != "none":
-        checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)
+        checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
     if v.norm_bias:
-        checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN)
+        checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
     if v.rope_dim:
-        checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN)
-        checks += _tensor("positions", INDEX_DTYPES, ("N",))
+        checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
+        checks += _tensor("positions", INDEX_DTYPES, ("N",), n=n)
     page = layout.page_bytes
-    cache = _tensor("kvcache", ("uint8",), ("num_pages", "page_bytes"), layout.store_align,
-                    message=f"kvcache must be a 2-D uint8 tensor [num_pages, {page}] "
-                            "(allocate it with op.layout.allocate(num_pages))")
-    cache.insert(1, Check("kvcache", "page_bytes", f"kvcache rows are {{got}} bytes but {v.name} writes {page}-byte "
-                                                   f"pages ({layout.describe()}); allocate the pool with this variant's "
-                                                   "layout or pick the variant matching the pool", value=page))
+    if v.slots == "token":
+        cache = _dense_out(v, layout, n)
+    else:
+        cache = _tensor("kvcache", ("uint8",), ("num_pages", "page_bytes"), layout.store_align, n=n,
+                        message=f"{n('kvcache')} must be a 2-D uint8 tensor [num_pages, {page}] "
+                                "(allocate it with op.layout.allocate(num_pages))")
+        cache.insert(1, Check(n("kvcache"), "page_bytes",
+                              f"{n('kvcache')} rows are {{got}} bytes but {v.name} writes {page}-byte "
+                              f"pages ({layout.describe()}); allocate the pool with this variant's "
+                              "layout or pick the variant matching the pool", value=page))
     if format_of(v).global_scale:
-        cache += _tensor("scale", ("float32",), (1,), 4,
-                         message=f"scale must be float32 [1], the global scale g of {v.store} (codes are of v * g)")
+        cache += _tensor("scale", ("float32",), (1,), 4, n=n,
+                         message=f"{n('scale')} must be float32 [1], the global scale g of {v.store} "
+                                 "(codes are of v * g)")
     # last, so a CPU caller (a test, a dry run) first hears about shapes, dtypes and layouts
-    device = [Check("x", "cuda", "x must be on a CUDA device")]
+    device = [Check(n("x"), "cuda", f"{n('x')} must be on a CUDA device")]
     return tuple(checks + cache + device)
+
+
+def group_blocks(members: list[tuple[str, Variant, Layout, int, dict[str, str]]]) -> list[tuple[str, tuple[Check, ...]]]:
+    """A launch group's checks as (member role, checks) blocks in the order both languages apply them: every
+    member's shapes, dtypes and layouts first (each member after the first also has as many rows as the first,
+    right after its input's shape), then where the tensors are (each member's input on a CUDA device, on the
+    first's device), so a CPU caller hears about every shape first. members: (role, resolved variant, layout,
+    x alignment, its names in the group's symbol)."""
+    first = members[0][4]["x"]
+    shapes, places = [], []
+    for role, v, layout, xa, names in members:
+        own = table(v, layout, xa, names)
+        *rest, cuda = own
+        if names["x"] != first:
+            rows = Check(names["x"], "same_rows", f"{names['x']} must have as many rows (tokens) as {first}", other=first)
+            rest = [rest[0], rows, *rest[1:]]
+            cuda_checks: tuple[Check, ...] = (cuda, Check(names["x"], "same_device", f"{names['x']} must be on "
+                                                                                    f"{first}'s device", other=first))
+        else:
+            cuda_checks = (cuda,)
+        shapes.append((role, tuple(rest)))
+        places.append((role, cuda_checks))
+    return shapes + places
 
 
 def symbol_args(table: tuple[Check, ...]) -> tuple[str, ...]:
     """The tensor arguments a variant's symbol takes (those its checks name), in ARGS order; then eps."""
     named = {c.arg for c in table}
     return tuple(a for a in ARGS if a in named)
+
+
+def used_args(v: Variant) -> tuple[str, ...]:
+    """The family arguments variant v reads (its symbol's, in ARGS order): they do not depend on alignment."""
+    from ..layout.layout import layout_of
+
+    return symbol_args(table(v, layout_of(v), PARAM_ALIGN))
 
 
 def symbol_picker(args: tuple[str, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
@@ -158,6 +219,8 @@ _CPP = {
     "rows": "kernelgen::rows_aligned({t}, {e}, {v})",
     "aligned": "kernelgen::address_offset({t}, {v}) == 0",
     "page_bytes": "{t}.size(1) == {v}",
+    "same_rows": "{t}.size(0) == {o}.size(0)",
+    "same_device": "kernelgen::same_device({t}, {o})",
 }
 
 # C++ expressions that print a check's "got" part, per GOT entry.
@@ -172,7 +235,7 @@ def cpp_condition(c: Check, elem_bytes: int) -> str:
         return " && ".join([f"({kinds})", *_cpp_dims(c)])
     if c.kind not in _CPP:
         raise ValueError(f"unknown check kind '{c.kind}'")
-    return _CPP[c.kind].format(t=c.arg, v=c.value, e=elem_bytes)
+    return _CPP[c.kind].format(t=c.arg, v=c.value, e=c.elem or elem_bytes, o=c.other)
 
 
 def _cpp_string(text: str) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from ..errors import GuardViolation
 from ..layout.layout import layout_of
 from ..spec.formats import FORMATS, Guard
+from ..spec.group import Group
 from ..spec.variant import Variant
-from .launch import resolve
+from .launch import resolve, resolve_group
 
 
 def is_pow2(n: int) -> bool:
@@ -45,6 +46,10 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
           "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
           "page_size must be a power of two from 1 to 4096", axes=('page_size',)),
+    Guard("token_slots_one_per_page", lambda v: v.slots == "out_loc" or v.page_size == 1,
+          "!kTokenSlots || kPageSize == 1",
+          "slots: token writes token t to row t of a dense output (one token per row): set page_size: 1",
+          axes=('page_size', 'slots')),
     Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
           "!kNormBias || kNorm == kernelgen::Norm::kLayer",
           "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),
@@ -116,15 +121,68 @@ def where(v: Variant, g: Guard) -> str:
     return v.origin
 
 
-def violations(v: Variant) -> list[Guard]:
+def violations(v: Variant | Group) -> list[Guard]:
+    """The guards v breaks; for a launch group, its own rule, then its members' guards under its launch."""
+    if isinstance(v, Group):
+        if group_freqs_problem(v):
+            return [GROUP_ONE_FREQS]
+        return [g for _, m in resolve_group(v).members for g in violations(m)]
     resolved = resolve(v)
     return [g for g in GUARDS if not g.holds(resolved)]
 
 
-def precheck(v: Variant) -> None:
-    """Raise GuardViolation for the first guard the variant breaks."""
+def precheck(v: Variant | Group) -> None:
+    """Raise GuardViolation for the first guard the variant (or the launch group) breaks."""
+    if isinstance(v, Group):
+        return group_precheck(v)
     broken = violations(v)
     if broken:
         g = broken[0]
         at = where(v, g)
         raise GuardViolation(f"{at + ': ' if at else ''}variant {v.name}: {g.message} [guard {g.id}]")
+
+
+GROUP_ONE_FREQS = Guard("group_one_freqs", lambda g: group_freqs_problem(g) is None, "(see group_cpp_asserts)",
+                        "the members of a launch group that rotate share one freqs table: their rope_dim and "
+                        "rope_table must agree", axes=("rope_dim", "rope_table"))
+
+
+def group_freqs_problem(g: Group) -> str | None:
+    """Why a group's members cannot share one freqs table (members that rotate must agree on rope_dim and
+    the table's layout), else None. The generated code asserts the same (group_cpp_asserts)."""
+    roped = [(role, v) for role, v in g.members if v.rope_dim]
+    for role, v in roped[1:]:
+        first_role, first = roped[0]
+        if (v.rope_dim, v.rope_table) != (first.rope_dim, first.rope_table):
+            return (f"members {first_role} and {role} rotate with one freqs table, so their rope_dim and rope_table "
+                    f"must agree ({first_role}: {first.rope_dim} {first.rope_table}, {role}: {v.rope_dim} "
+                    f"{v.rope_table}) [guard group_one_freqs]")
+    return None
+
+
+def group_cpp_asserts(g: Group) -> list[dict[str, str]]:
+    """The group rules as static_asserts over the members' math structs (named <group>_<role>_math)."""
+    roped = [role for role, v in g.members if v.rope_dim]
+    out = []
+    for role in roped[1:]:
+        a, b = f"{g.name}_{roped[0]}_math", f"{g.name}_{role}_math"
+        out.append({"cpp": f"{a}::kRopeDim == {b}::kRopeDim && {a}::kRopeHalves == {b}::kRopeHalves",
+                    "message": f"members {roped[0]} and {role} rotate with one freqs table, so their rope_dim and "
+                               "rope_table must agree"})
+    return out
+
+
+def group_precheck(g: Group) -> None:
+    """Raise GuardViolation for the first rule the group breaks: its own, then each member's guards under the
+    group's launch configuration (naming the member)."""
+    where = f"{g.origin + ': ' if g.origin else ''}group {g.name}"
+    problem = group_freqs_problem(g)
+    if problem:
+        raise GuardViolation(f"{where}: {problem}")
+    resolved = resolve_group(g)
+    for role, v in resolved.members:
+        broken = violations(v)
+        if broken:
+            gd = broken[0]
+            raise GuardViolation(f"{where}: member {role} ({v.name}) under the group's launch "
+                                 f"{resolved.launch.id}: {gd.message} [guard {gd.id}]")

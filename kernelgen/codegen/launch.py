@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..spec.formats import format_of
+from ..spec.group import Group
 from ..spec.variant import Launch, Variant
 
 # Defaults from a launch sweep on the H200 (`git show def195b~1:tools/results/h200_sweep_launch.log`): 16 values
@@ -29,7 +30,10 @@ def default_threads(v: Variant, vec: int) -> int:
 
 
 def resolve(v: Variant) -> Variant:
-    """Fill launch fields left at 0 with defaults; explicit settings are kept as given."""
+    """Fill launch fields left at 0 with defaults; explicit settings are kept as given (a launch group:
+    resolve_group)."""
+    if isinstance(v, Group):
+        return resolve_group(v)  # type: ignore[return-value]
     given = v.launch
     vec = given.vec or 16 // v.elem_bytes
     threads = given.threads_per_token or default_threads(v, vec)
@@ -90,10 +94,11 @@ class LaunchPlan:
         return "; ".join(parts)
 
 
-def plan_routes(v: Variant, routes: list[tuple[int, Launch]], extra: tuple[Launch, ...] = ()) -> LaunchPlan:
+def plan_routes(v: Variant | Group, routes: list[tuple[int, Launch]], extra: tuple[Launch, ...] = ()) -> LaunchPlan:
     """A plan from (max_tokens, launch) pairs in increasing order; the last pair serves all larger
     counts. `extra` configurations are compiled too without a route (the tuner calls them by index)."""
     configs: list[Launch] = []
+    v = launch_variant(v)
 
     def index(launch: Launch) -> int:
         inst = resolve(v.with_launch(launch)).launch.instance
@@ -114,6 +119,21 @@ def plan_routes(v: Variant, routes: list[tuple[int, Launch]], extra: tuple[Launc
     return LaunchPlan(tuple(configs), tuple(merged))
 
 
-def default_plan(v: Variant) -> LaunchPlan:
-    """One configuration (the variant's own launch, defaults filled in) for every token count."""
+def default_plan(v: Variant | Group) -> LaunchPlan:
+    """One configuration (the variant's own launch, defaults filled in) for every token count; a launch
+    group's is its launch, resolved from its first member."""
+    v = launch_variant(v)
     return plan_routes(v, [(ALL_TOKENS, resolve(v).launch)])
+
+
+def launch_variant(v: Variant | Group) -> Variant:
+    """The variant whose launch rules a kernel's configurations follow: itself, or a group's first member
+    under the group's launch (every member shares it; group_precheck holds the others to it)."""
+    return resolve_group(v).members[0][1] if isinstance(v, Group) else v
+
+
+def resolve_group(g: Group) -> Group:
+    """A launch group with its one launch configuration filled in (from its first member's defaults) and
+    applied to every member: the members share the launch's block shape."""
+    launch = resolve(g.members[0][1].with_launch(g.launch)).launch
+    return replace(g, launch=launch, members=tuple((role, v.with_launch(launch)) for role, v in g.members))

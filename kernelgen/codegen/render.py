@@ -13,11 +13,13 @@ from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
 from ..spec.variant import Launch, Variant
-from .checks import ARGS, cpp_checks, cpp_dtype_names, symbol_args, table
-from .guards import GUARDS, precheck
-from .launch import LaunchPlan, default_plan, resolve
+from ..spec.group import Group
+from .checks import ARGS, cpp_checks, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, symbol_args, table
+from .guards import GUARDS, group_cpp_asserts, group_precheck, precheck
+from .launch import LaunchPlan, default_plan, resolve, resolve_group
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
+GROUP_TEMPLATE = "fused_group.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
 _NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone", "rms_gemma": "kRmsGemma"}
 
@@ -101,6 +103,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "store_enum": format_of(v).enum,
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
         "page_size": v.page_size,
+        "token_slots": _cpp_bool(v.slots == "token"),
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
         "checks": cpp_checks(v, layout, xa),
@@ -138,13 +141,71 @@ def _cpp_bool(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-def render_variant(v: Variant, check: bool = True, plan: LaunchPlan | None = None) -> str:
+def group_args(g: Group, plan: LaunchPlan) -> tuple[str, ...]:
+    """The group symbol's tensor parameters: each family argument (ARGS order) under each member's name for it
+    (ROLES order), a shared one (freqs, positions, out_loc) once."""
+    out: list[str] = []
+    for arg in ARGS:
+        for role, v in g.members:
+            if arg in symbol_args(table(v, layout_of(v), x_align(v, plan))) and g.names(role)[arg] not in out:
+                out.append(g.names(role)[arg])
+    return tuple(out)
+
+
+def group_checks(g: Group, plan: LaunchPlan) -> list[tuple[str, tuple[Any, ...]]]:
+    """(role, checks under the group's names) blocks in the order both languages apply them (checks.group_blocks)."""
+    g = resolve_group(g)
+    return group_blocks([(role, v, layout_of(v), x_align(v, plan), g.names(role)) for role, v in g.members])
+
+
+def group_context(g: Group, plan: LaunchPlan) -> dict[str, Any]:
+    g = resolve_group(g)
+    members = []
+    for role, v in g.members:
+        used = symbol_args(table(v, layout_of(v), x_align(v, plan)))
+        names = g.names(role)
+        members.append({"role": role, "variant": v.name, "struct": f"{g.name}_{role}", "ctx": context(v, plan),
+                        "run_args": ", ".join(names[a] if a in used else role for a in ARGS)})
+    elem = {role: v.elem_bytes for role, v in g.members}
+    blocks = [{"role": role, "checks": [{"condition": cpp_condition(c, elem[role]), "message": cpp_message(c, g.name)}
+                                        for c in block]} for role, block in group_checks(g, plan)]
+    return {
+        "kernelgen_version": __version__,
+        "spec_name": g.spec_name or "(none)",
+        "name": g.name,
+        "members": members,
+        "check_blocks": blocks,
+        "first": g.roles[0],
+        "args": list(group_args(g, plan)),
+        "group_asserts": group_cpp_asserts(g),
+        "dtype_names": cpp_dtype_names(),
+        "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
+        "dispatch_summary": plan.describe(),
+        "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
+    }
+
+
+def render_group(g: Group, check: bool = True, plan: LaunchPlan | None = None) -> str:
+    """CUDA source of a launch group: one symbol that launches every member once."""
+    plan = plan or default_plan(resolve_group(g).members[0][1])
+    if check:
+        group_precheck(g)
+        for config in plan.configs:
+            group_precheck(g.with_launch(config))
+    return environment().get_template(GROUP_TEMPLATE).render(**group_context(g, plan))
+
+
+def render_variant(v: Variant | Group, check: bool = True, plan: LaunchPlan | None = None) -> str:
     """CUDA source for v with the launch configurations of plan (default: the variant's own launch).
-    With check=False the Python precheck is skipped (guard parity tests)."""
+    With check=False the Python precheck is skipped (guard parity tests). A launch group renders its one
+    launch of every member (render_group)."""
+    if isinstance(v, Group):
+        return render_group(v, check, plan)
     plan = plan or default_plan(v)
     if check:
         precheck(v)
         for config in plan.configs:
             precheck(v.with_launch(config))
-    return environment().get_template(TEMPLATE).render(**context(v, plan))
+    ctx = context(v, plan)
+    return environment().get_template(TEMPLATE).render(**ctx, ctx=ctx)
 

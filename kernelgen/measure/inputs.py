@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..codegen.launch import resolve
+from ..codegen.checks import used_args
+from ..codegen.launch import resolve, resolve_group
+from ..spec.group import Group
 from ..layout.layout import layout_of
 from ..spec.formats import format_of
 from ..spec.variant import TORCH_DTYPES, Variant
@@ -48,6 +50,8 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     draw = torch.rand(num_tokens, generator=g)
     out_loc = torch.where(draw < 0.125, -1, out_loc)
     out_loc = torch.where((draw >= 0.125) & (draw < 0.15625), slots + torch.arange(num_tokens), out_loc)
+    if v.slots == "token":  # a dense output: row t is token t's (the symbol takes no out_loc)
+        num_pages, out_loc = num_tokens, token_slots(num_tokens, "cpu")
     if v.rope_dim:
         far = torch.rand(num_tokens, generator=g) < 0.03125
         positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
@@ -56,6 +60,13 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
                    positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, g))
     return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+
+
+def token_slots(num_tokens: int, device: object) -> torch.Tensor:
+    """The slots a slots: token variant writes: token t to row t (what its reference and decode read)."""
+    import torch
+
+    return torch.arange(num_tokens, device=device)
 
 
 def global_scale(v: Variant, g: torch.Generator) -> torch.Tensor | None:
@@ -76,8 +87,9 @@ def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
     import torch
 
     inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
-    slots = inputs["kvcache"].shape[0] * v.page_size
-    inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
+    if v.slots == "out_loc":
+        slots = inputs["kvcache"].shape[0] * v.page_size
+        inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
     if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
         inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
     return inputs
@@ -111,9 +123,63 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
         out_loc = torch.randperm(num_pages * v.page_size, generator=g, device=device)[:num_tokens]
     else:
         raise ValueError(f"workload must be prefill or decode, got {workload!r}")
+    if v.slots == "token":
+        num_pages, out_loc = num_tokens, token_slots(num_tokens, device)
     cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8,
                           device=device)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
                    positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, torch.Generator().manual_seed(seed)))
     return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+
+
+def group_inputs(g: Group, num_tokens: int, num_pages: int, device: str, seed: int, max_pos: int = 4096) -> dict[str, Any]:
+    """make_inputs for a launch group, under the group symbol's argument names: each member's own tensors
+    (weight, cache, scale), one freqs table, one set of positions and one out_loc for all members (the first
+    member's draw: the padding, far-slot and far-position rows of make_inputs), and every member's input a
+    column slice of one packed `qkv` [N, sum of heads x head_dim] (strided rows, as a projection's output)."""
+    g = resolve_group(g)
+    per = [make_inputs(v, num_tokens, num_pages, "cpu", seed + i, max_pos) for i, (_, v) in enumerate(g.members)]
+    return _packed(g, per, device)
+
+
+def group_workload_inputs(g: Group, num_tokens: int, workload: str, seed: int = 1, device: str = "cuda") -> dict[str, Any]:
+    """workload_inputs for a launch group (every row written), packed as group_inputs packs them."""
+    g = resolve_group(g)
+    per = [workload_inputs(v, num_tokens, workload, seed + i, device) for i, (_, v) in enumerate(g.members)]
+    return _packed(g, per, device)
+
+
+def _packed(g: Group, per: list[dict[str, Any]], device: str) -> dict[str, Any]:
+    """Members' inputs as one group call's: shared freqs, positions and out_loc (the first member's that has
+    each), the members' inputs as column slices of one packed qkv, the rest under each member's names."""
+    import torch
+
+    shared = {arg: next((inp[arg] for inp in per if inp[arg] is not None), None) for arg in ("freqs", "positions")}
+    shared["out_loc"] = next((inp["out_loc"] for (_, v), inp in zip(g.members, per) if v.slots == "out_loc"), None)
+    out: dict[str, Any] = {"qkv": torch.cat([inp["x"] for inp in per], dim=1)}
+    for (role, v), inp in zip(g.members, per):
+        names, used = g.names(role), used_args(v)
+        for arg in ("weight", "bias", "kvcache", "scale"):
+            if arg in used:
+                out[names[arg]] = inp[arg]
+        for arg in ("freqs", "positions", "out_loc"):
+            if arg in used:
+                out[arg] = shared[arg]
+    out = {k: (t.to(device) if t is not None else None) for k, t in out.items()}
+    col = 0
+    for role, v in g.members:  # each member's input: its columns of the packed qkv (no copy)
+        width = v.heads * v.head_dim
+        out[g.names(role)["x"]] = out["qkv"][:, col:col + width]
+        col += width
+    return out
+
+
+def member_inputs(g: Group, role: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """One member's tensors of group inputs, under the family's argument names (what make_inputs returns for
+    the member alone): the reference and the comparison of that member read these."""
+    v = g.member(role)
+    names = g.names(role)
+    out = {arg: inputs.get(names[arg]) for arg in ("x", "weight", "bias", "freqs", "positions", "kvcache", "scale")}
+    out["out_loc"] = token_slots(out["x"].shape[0], out["x"].device) if v.slots == "token" else inputs["out_loc"]
+    return out

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..codegen.checks import ARGS
 from ..layout.layout import layout_of
+from ..spec.group import Group
 from ..spec.variant import Variant
 from .inputs import timing_inputs
 
@@ -15,10 +16,12 @@ if TYPE_CHECKING:
 INDEX_BYTES = 16  # out_loc + position per token, int64 each
 
 
-def estimated_bytes(v: Variant, num_tokens: int) -> int:
+def estimated_bytes(v: Variant | Group, num_tokens: int) -> int:
     """An estimate of the bytes a call moves: each input row read once, each written byte written once,
-    16 B of indices per token (weights and freqs cache-resident). For sizing input rotation and quick
-    reports; `kernelgen bench` counts compulsory bytes exactly (bench.compulsory_bytes)."""
+    16 B of indices per token (weights and freqs cache-resident); a launch group's members' sum. For sizing
+    input rotation and quick reports; `kernelgen bench` counts compulsory bytes exactly (bench.compulsory_bytes)."""
+    if isinstance(v, Group):
+        return sum(estimated_bytes(m, num_tokens) for _, m in v.members)
     return num_tokens * (v.heads * v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
 
 

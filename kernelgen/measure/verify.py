@@ -9,7 +9,9 @@ from ..layout.layout import layout_of
 from ..layout.pages import pages_of, read_fields, split_heads, written_mask
 from ..spec.variant import Variant
 from . import reference
-from .inputs import make_inputs
+from ..codegen.launch import resolve_group
+from ..spec.group import Group
+from .inputs import group_inputs, make_inputs, member_inputs
 
 if TYPE_CHECKING:
     import torch
@@ -107,3 +109,19 @@ def verify(v: Variant, run: Callable[..., None], num_tokens: int, num_pages: int
     run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
         eps=1e-6, bias=inputs["bias"], scale=inputs.get("scale"))
     return compare(v, inputs["kvcache"], want, poison, inputs)
+
+
+def verify_group(g: Group, run: Callable[..., None], num_tokens: int, num_pages: int, device: str,
+                 seed: int) -> list[Report]:
+    """Run `run(**tensors, eps=)` (the group symbol's arguments by name) once and every member's reference on
+    the same poisoned outputs; one Report per member (its variant under the group's launch)."""
+    g = resolve_group(g)
+    inputs = group_inputs(g, num_tokens, num_pages, device, seed)
+    wanted, poisons = {}, {}
+    for role, v in g.members:
+        mine = member_inputs(g, role, inputs)
+        poisons[role] = mine["kvcache"].clone()
+        wanted[role] = expected(v, mine)
+    run(**{k: t for k, t in inputs.items() if k != "qkv"}, eps=1e-6)
+    return [compare(v, inputs[g.names(role)["kvcache"]], wanted[role], poisons[role], member_inputs(g, role, inputs))
+            for role, v in g.members]

@@ -38,13 +38,19 @@ class InputChecker:
     the same checks in the same order, so a refusal reads the same from Python and from C++. Used to
     explain a refusal of the symbol, on fake tensors (torch.compile), and per call in debug mode."""
 
-    def __init__(self, v: Variant, layout: Layout, x_align: int) -> None:
+    def __init__(self, v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None = None,
+                 prefix: str = "") -> None:
         self.v, self.layout = resolve(v), layout
-        self.checks = checks.table(self.v, layout, x_align)
-        self.used = checks.symbol_args(self.checks)
+        self.names = {a: (names or {}).get(a, a) for a in checks.ARGS}  # family argument -> the symbol's name
+        self.prefix = prefix or self.v.name  # what messages start with (a launch group's name)
+        self.checks = checks.table(self.v, layout, x_align, names)
+        self.used = checks.symbol_args(checks.table(self.v, layout, x_align))  # family names, ARGS order
 
     def fail(self, what: str) -> LayoutMismatch:
-        return LayoutMismatch(f"{self.v.name}: {what}")
+        return LayoutMismatch(f"{self.prefix}: {what}")
+
+    def _named(self, tensors: tuple[Any, ...]) -> dict[str, Any]:
+        return {self.names[a]: t for a, t in zip(checks.ARGS, tensors)}
 
     def check(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
               scale: Any = None, metadata_only: bool = False) -> None:
@@ -54,22 +60,22 @@ class InputChecker:
         Only Python can be handed something that is not a tensor: that is checked first."""
         import torch
 
-        args = dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache, scale)))
-        for name in self.used:
+        args = self._named((x, weight, bias, freqs, positions, out_loc, kvcache, scale))
+        for name in (self.names[a] for a in self.used):
             if not isinstance(args[name], torch.Tensor):
                 raise self.fail(f"{name} must be a torch tensor, got {type(args[name]).__name__}")
         failed = self._first_failure(args, metadata_only)
         if failed is not None:
-            raise LayoutMismatch(failed.text(self.v.name, self._got(failed, args[failed.arg])))
+            raise LayoutMismatch(failed.text(self.prefix, self._got(failed, args[failed.arg])))
 
     def first_failure(self, x: Any, weight: Any, bias: Any, freqs: Any, positions: Any, out_loc: Any, kvcache: Any,
                       scale: Any = None, metadata_only: bool = False) -> checks.Check | None:
         """The first check of the table that the tensors fail (None: all pass)."""
-        return self._first_failure(dict(zip(checks.ARGS, (x, weight, bias, freqs, positions, out_loc, kvcache, scale))),
+        return self._first_failure(self._named((x, weight, bias, freqs, positions, out_loc, kvcache, scale)),
                                    metadata_only)
 
     def _first_failure(self, args: dict[str, Any], metadata_only: bool) -> checks.Check | None:
-        x = args["x"]
+        x = args[self.names["x"]]
         for c in self.checks:
             if not (metadata_only and c.kind == "aligned") and not self._holds(c, args[c.arg], x):
                 return c
@@ -148,14 +154,16 @@ class Op:
         return self.variant.with_launch(self.plan.pick(num_tokens)[0].instance)
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
-                 positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, *,
+                 positions: torch.Tensor | None, out_loc: torch.Tensor | None, kvcache: torch.Tensor, *,
                  eps: float = 1e-6, bias: torch.Tensor | None = None, scale: torch.Tensor | None = None) -> None:
-        """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped). `scale` is the
+        """Write rows of x into kvcache at slots out_loc (rows with out_loc < 0 are skipped; a slots: token variant
+        takes no out_loc and writes token t to row t of kvcache, its dense output). `scale` is the
         float32 [1] device tensor of a format with a per-tensor scale (nvfp4's g, fp8_scaled's k_scale), else
         unused."""
         if self.debug:
             self.checker.check(x, weight, bias, freqs, positions, out_loc, kvcache, scale)
-            self.checker.no_duplicate_slots(out_loc, kvcache.shape[0])
+            if "out_loc" in self.args:
+                self.checker.no_duplicate_slots(out_loc, kvcache.shape[0])
         try:  # the exported symbol checks every tensor before it launches (nothing is written on failure)
             self.function(*self.pick((x, weight, bias, freqs, positions, out_loc, kvcache, scale)), eps)
         except Exception:

@@ -13,6 +13,7 @@ from typing import Any
 from .. import resources
 from ..errors import SpecError
 from .formats import FORMATS
+from .group import ROLES, Group
 from .launchparams import BY_NAME, IN_SPACE_ORDER
 from .variant import (
     AXES,
@@ -25,7 +26,7 @@ from .variant import (
 )
 from .yamlsrc import MAX_SPEC_BYTES, Located, load_yaml, quote, where_in_text
 
-TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "tune")
+TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "groups", "tune")
 # The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
 TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
 _TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
@@ -143,6 +144,25 @@ class Spec:
     description: str
     variants: tuple[Variant, ...]
     tune: tuple[tuple[str, tuple[object, ...]], ...] = ()  # the `tune:` section: parameter -> candidate values
+    groups: tuple[Group, ...] = ()  # launch groups: members of `variants` run by one launch
+
+    @property
+    def kernels(self) -> tuple[Variant | Group, ...]:
+        """What the spec builds: every variant, then every launch group."""
+        return self.variants + self.groups
+
+    def group(self, name: str) -> Group:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        hint = _did_you_mean(name, [g.name for g in self.groups])
+        raise SpecError(f"{self.path}: no launch group named {quote(name)}{hint}; `kernelgen list {self.path}` shows them")
+
+    def kernel(self, name: str) -> Variant | Group:
+        """A variant or a launch group by name."""
+        if any(g.name == name for g in self.groups):
+            return self.group(name)
+        return self.variant(name)
 
     def tune_overrides(self) -> dict[str, tuple[object, ...]]:
         return {k: v for k, v in self.tune if k != "buckets"}
@@ -353,7 +373,52 @@ def parse_spec(text: str, file: str) -> Spec:
         raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
     _check_unique(src, variants)
     _check_symbols(src, variants, top)
-    return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top))
+    groups = _groups(src, top, variants, spec_name)
+    return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top), groups)
+
+
+GROUP_KEYS = ("name", *ROLES, "launch")
+
+
+def _groups(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> tuple[Group, ...]:
+    """`groups:`: each a name, members by role (q, k, v: names of this spec's variants) and an optional launch."""
+    raw = top.get("groups", [])
+    if not isinstance(raw, list):
+        raise _fail(src, ("groups",), "groups must be a list of mappings, each with a name and members q, k, v")
+    by_name = {v.name: v for v in variants}
+    taken = {v.name: v.origin for v in variants}
+    out = []
+    for i, item in enumerate(raw):
+        path = ("groups", i)
+        table = _mapping(src, path, item, f"groups[{i}]")
+        _check_keys(src, path, table, GROUP_KEYS, "group")
+        name = table.get("name")
+        if name is None:
+            raise _fail(src, path, "each launch group needs a 'name:'")
+        problem = _identifier_problem(name, "rename the group") or (
+            f"{quote(name)} {_symbol_reason(name)}; rename the group" if _symbol_reason(name) else None)
+        if problem:
+            raise _fail(src, path + ("name",), f"group name {problem}")
+        if name in taken:
+            raise _fail(src, path + ("name",), f"group name {quote(name)} is already taken ({taken[name]}): a group's "
+                                               "symbol lives beside its members'; rename the group")
+        taken[name] = str(src.at(path))
+        members = []
+        for role in ROLES:
+            if role not in table:
+                continue
+            member = table[role]
+            if member not in by_name:
+                hint = _did_you_mean(str(member), list(by_name))
+                raise _fail(src, path + (role,), f"group member {role}: no variant named {quote(member)} in this "
+                                                 f"spec{hint}; a member is one of the spec's variants")
+            members.append((role, by_name[member]))
+        if not members:
+            raise _fail(src, path, f"group {quote(name)} has no members: name at least one of {', '.join(ROLES)} "
+                                   "(each a variant of this spec)")
+        launch = Launch(**_launch(src, path + ("launch",), table["launch"])) if "launch" in table else Launch()
+        out.append(Group(name, tuple(members), launch, spec_name, str(src.at(path))))
+    return tuple(out)
 
 
 def _description(src: Located, top: dict[str, Any]) -> str:

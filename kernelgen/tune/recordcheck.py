@@ -8,6 +8,7 @@ from typing import Any
 
 from ..codegen.guards import violations
 from ..codegen.launch import ALL_TOKENS
+from ..spec.group import Group
 from ..spec.variant import Launch, Variant
 
 # Keys every entry has, and the optional ones (written by every kernelgen, but absent from hand-made files).
@@ -195,8 +196,9 @@ def entry_problem(raw: Any) -> str | None:
 def routes_problem(v: Variant, choice: tuple[tuple[int, str], ...]) -> str | None:
     """Why the chosen launch ids cannot run variant v: the first launch guard a route breaks (the variant's
     own guards are the spec's business, reported where the spec sets them)."""
+    members = [m for _, m in v.members] if isinstance(v, Group) else [v]
     for i, (bound, lid) in enumerate(choice):
-        broken = [g for g in violations(v.with_launch(Launch.from_id(lid))) if g.launch]
+        broken = [g for m in members for g in violations(m.with_launch(Launch.from_id(lid))) if g.launch]
         if broken:
             return f"choice[{i}]: {lid} (N <= {bound}) cannot run {v.name}: {broken[0].message} [guard {broken[0].id}]"
     return None

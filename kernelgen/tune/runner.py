@@ -20,8 +20,9 @@ from ..build import toolchain as tc
 from ..build.lifecycle import Planned, Progress, artifact_for, build
 from ..build.lifecycle import plan as plan_builds
 from ..build.store import Artifact, is_published, kernels_dir, published_problem
-from ..codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes, resolve
+from ..codegen.launch import ALL_TOKENS, LaunchPlan, launch_variant, plan_routes, resolve
 from ..errors import BuildError, TuningError
+from ..spec.group import Group
 from ..spec.variant import Launch, Variant
 from .gpu import GpuInfo
 from .search import Failed, Outcome
@@ -194,12 +195,13 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
     from . import records
     from .search import select
     from .space import candidates as space_candidates
-    from .space import default_space
+    from .space import default_space, group_candidates
 
     gpu = require_gpu()
     start = time.monotonic()
     toolchain = tc.detect()
-    cands = [space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
+    cands = [group_candidates(v, default_space(launch_variant(v), space_overrides))[0] if isinstance(v, Group)
+             else space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
     plans: list[LaunchPlan | None] = [tuning_plan(v, c) for v, c in zip(variants, cands)]
     todo = unbuilt(variants, toolchain, archs, cache_dir, plans)
     on_event("", {"event": "compile", "variants": len(variants), "instances": sum(len(instances(c)) for c in cands),

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..codegen.guards import GUARDS, Guard
-from ..codegen.launch import resolve
+from ..codegen.launch import resolve, resolve_group
 from ..errors import TuningError
 from ..spec.launchparams import IN_SPACE_ORDER, LAUNCH_PARAMS, LaunchParam
+from ..spec.group import Group
 from ..spec.variant import Launch, Variant
 
 PARAMS: tuple[LaunchParam, ...] = IN_SPACE_ORDER  # the space's axes, in the order candidates are enumerated
@@ -72,3 +73,18 @@ def candidates(v: Variant, space: Space) -> tuple[list[Launch], list[tuple[Launc
 def instances(launches: list[Launch]) -> list[Launch]:
     """Distinct compiled template instances, in first-seen order (Launch.instance)."""
     return list(dict.fromkeys(launch.instance for launch in launches))
+
+
+def group_candidates(g: Group, space: Space) -> tuple[list[Launch], list[tuple[Launch, str]]]:
+    """candidates() for a launch group: its first member's points that every member accepts (the members
+    share the launch); a point a member rejects carries that member's reason."""
+    members = resolve_group(g).members
+    valid, rejected = candidates(members[0][1], space)
+    kept = []
+    for launch in valid:
+        why = next((f"member {role}: {w}" for role, v in members[1:] if (w := rejection(v, launch))), None)
+        if why:
+            rejected.append((launch, why))
+        else:
+            kept.append(launch)
+    return kept, rejected

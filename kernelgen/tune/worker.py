@@ -16,14 +16,16 @@ from ..codegen import checks
 from ..codegen.launch import resolve
 from ..codegen.render import x_align
 from ..layout.layout import layout_of
-from ..measure.inputs import workload_inputs
+from ..codegen.render import group_args
+from ..measure.inputs import group_workload_inputs, workload_inputs
 from ..measure.timing import (
     estimated_bytes,
     launch_args,
     rotated_graph_us,
     rotation_sets,
 )
-from ..measure.verify import verify
+from ..measure.verify import verify, verify_group
+from ..spec.group import Group
 from ..spec.parse import load_spec
 from ..spec.variant import Launch, Variant
 from .runner import Job, built_artifact, outcome_from_json, outcome_to_json
@@ -39,24 +41,34 @@ def emit(event: dict[str, Any]) -> None:
 
 
 class ConfigCaller:
-    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours)."""
+    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours). A variant's
+    takes the family's tensors (ARGS order), a launch group's its symbol's tensors (group_args order)."""
 
     def __init__(self, artifact: Artifact) -> None:
         self.plan = artifact.launch_plan
         self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
         v = resolve(artifact.variant)
-        self.pick = checks.symbol_picker(checks.symbol_args(checks.table(v, layout_of(v), x_align(v, self.plan))))
+        if isinstance(v, Group):
+            self.args = group_args(v, self.plan)
+            self.pick = tuple
+        else:
+            self.args = checks.symbol_args(checks.table(v, layout_of(v), x_align(v, self.plan)))
+            self.pick = checks.symbol_picker(self.args)
 
     def launch_config(self, config: int, pdl: bool, *args: Any) -> None:
         *tensors, eps = args
         self.function(*self.pick(tuple(tensors)), float(eps), int(config), bool(pdl))
+
+    def call_args(self, inputs: dict[str, Any]) -> tuple[Any, ...]:
+        """launch_config's arguments after (config, pdl) from inputs (a variant's or a group's)."""
+        return launch_args(inputs) if self.pick is not tuple else (*(inputs.get(a) for a in self.args), 1e-6)
 
 
 class GpuTimer:
     """Times one compiled configuration at a token count: graph replay, inputs rotated past the L2
     from 4096 tokens on; verifies each configuration against the reference before its first timing."""
 
-    def __init__(self, v: Variant, op: ConfigCaller, reps: int = 15) -> None:
+    def __init__(self, v: Variant | Group, op: ConfigCaller, reps: int = 15) -> None:
         import torch
 
         self.v, self.op, self.reps = v, op, reps
@@ -73,15 +85,24 @@ class GpuTimer:
             idx = self._index(launch)
             problem = None
             for i, n in enumerate(VERIFY_TOKENS if not launch.pdl else (37,)):
-                def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any, scale: Any) -> None:
-                    self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, scale, eps)
-                report = verify(self.v.with_launch(key[0]), run, n, 4, "cuda", seed=100 + i)
-                if not report.ok:
-                    problem = f"wrong at N={n}: {report.as_dict()}"
+                bad = [r for r in self._reports(idx, launch, n, seed=100 + i) if not r.ok]
+                if bad:
+                    problem = f"wrong at N={n}: {bad[0].as_dict()}"
                     break
             self.verified[key] = problem
         if self.verified[key]:
             raise Failed("wrong", self.verified[key])
+
+    def _reports(self, idx: int, launch: Launch, n: int, seed: int) -> list[Any]:
+        """Configuration idx against the reference at n tokens: one report, or one per member of a group."""
+        if isinstance(self.v, Group):
+            def run_group(eps: float, **tensors: Any) -> None:
+                self.op.launch_config(idx, launch.pdl, *(tensors.get(a) for a in self.op.args), eps)
+            return verify_group(self.v.with_launch(launch.instance), run_group, n, 4, "cuda", seed=seed)
+
+        def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any, scale: Any) -> None:
+            self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, scale, eps)
+        return [verify(self.v.with_launch(launch.instance), run, n, 4, "cuda", seed=seed)]
 
     def _sets(self, n: int) -> list[dict[str, Any]]:
         if self.inputs is None or self.inputs[0] != n:
@@ -91,14 +112,15 @@ class GpuTimer:
             torch.cuda.empty_cache()
             workload = "decode" if n <= DECODE_UP_TO else "prefill"
             count = rotation_sets(estimated_bytes(self.v, n), n, self.l2)
-            self.inputs = (n, [workload_inputs(self.v, n, workload, seed=s) for s in range(count)])
+            make = group_workload_inputs if isinstance(self.v, Group) else workload_inputs
+            self.inputs = (n, [make(self.v, n, workload, seed=s) for s in range(count)])  # type: ignore[arg-type]
         return self.inputs[1]
 
     def __call__(self, launch: Launch, n: int) -> float:
         emit({"event": "start", "id": launch.id, "n": n})
         self._verify(launch)
         idx = self._index(launch)
-        calls = [lambda a=launch_args(s): self.op.launch_config(idx, launch.pdl, *a) for s in self._sets(n)]
+        calls = [lambda a=self.op.call_args(s): self.op.launch_config(idx, launch.pdl, *a) for s in self._sets(n)]
         try:
             us = rotated_graph_us(calls, self.reps)
         except Exception as exc:  # a launch error poisons the context: report it and let the parent restart us
@@ -110,7 +132,7 @@ class GpuTimer:
 
 def main(job_file: str) -> int:
     job = Job(**json.loads(Path(job_file).read_text()))
-    v = load_spec(job.spec).variant(job.variant)
+    v = load_spec(job.spec).kernel(job.variant)
     candidates = [Launch.from_id(c) for c in job.candidates]
     known = outcome_from_json(job.known)
     live = [c for c in candidates if c.id not in known.failures]

@@ -57,6 +57,7 @@ struct Params {
   int64_t num_tokens;  // rows: tokens x kHeads
   float eps;
   const float* global_scale;  // [1]: g, read by the kernel (kGlobalScale formats only)
+  int64_t page_stride;  // bytes between rows of a dense output (kTokenSlots: row t is token t's; may be strided)
 };
 
 template <class Cfg>
@@ -695,7 +696,7 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
   // Row r is head r % kHeads of token r / kHeads; its slot is the token's slot x kHeads + head (NHD).
   const int64_t token = f.token / Cfg::kHeads;
   const int head = static_cast<int>(f.token % Cfg::kHeads);
-  f.loc = load_index(p.out_loc, p.out_loc_i64, token);
+  f.loc = Cfg::kTokenSlots ? token : load_index(p.out_loc, p.out_loc_i64, token);
   if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
   f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
   const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
@@ -753,7 +754,8 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   hadamard(r);
   const int64_t safe_loc = write ? f.loc : 0;
   constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;
-  store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * Cfg::kPageBytes,
+  const int64_t page_bytes = Cfg::kTokenSlots ? p.page_stride : Cfg::kPageBytes;
+  store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * page_bytes,
         static_cast<int>(safe_loc % kRowsPerPage), write);
 }
 
@@ -781,6 +783,52 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_
       process(cur, p, parity);
       cur = next;
     }
+  }
+}
+
+// ---- launch groups ---------------------------------------------------------------------------
+//
+// A launch group runs up to three variants (its members: an attention layer's Q output and K and V appends)
+// over the same tokens in one launch. The grid's token blocks are the members' blocks one after another; a
+// block runs the member its index falls in, with that member's configuration (every member shares the
+// launch's block shape). Each member's path is the single variant's (fetch, process): same bytes.
+constexpr int kMaxMembers = 3;
+
+struct GroupParams {
+  Params part[kMaxMembers];
+  int64_t blocks[kMaxMembers];  // token blocks of each member
+  int64_t total;  // their sum
+};
+
+template <class Cfg>
+__device__ __forceinline__ void member_block(const Params& p, int64_t block, int parity) {
+  using G = Geometry<Cfg>;
+  Fetched<Cfg> f;
+  fetch(f, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
+  process(f, p, parity);
+}
+
+template <int I, class Cfg, class... Rest>
+__device__ __forceinline__ void group_block(const GroupParams& g, int64_t block, int parity) {
+  if (block < g.blocks[I]) {
+    member_block<Cfg>(g.part[I], block, parity);
+  } else if constexpr (sizeof...(Rest) > 0) {
+    group_block<I + 1, Rest...>(g, block - g.blocks[I], parity);
+  }
+}
+
+template <class First, class... Rest>
+__global__ void __launch_bounds__(Geometry<First>::kBlockThreads) fused_group_kernel(const GroupParams g) {
+  static_assert(sizeof...(Rest) < kMaxMembers, "a launch group has at most three members");
+  static_assert(((Geometry<Rest>::kBlockThreads == Geometry<First>::kBlockThreads) && ...),
+                "the members of a launch group share one block shape");
+  pdl_wait_then_release();
+  if constexpr (!First::kLoop) {
+    group_block<0, First, Rest...>(g, blockIdx.x, 0);
+  } else {  // a wave of blocks walks the members' blocks (no cross-token prefetch: members differ)
+    int parity = 0;
+#pragma unroll 1
+    for (int64_t b = blockIdx.x; b < g.total; b += gridDim.x, parity ^= 1) group_block<0, First, Rest...>(g, b, parity);
   }
 }
 
@@ -900,6 +948,7 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   p.num_tokens = num_tokens;
   p.eps = static_cast<float>(eps);
   p.global_scale = reinterpret_cast<const float*>(address(scale));
+  p.page_stride = stride_of(cache, 0);
   tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
   auto stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
   using G = Geometry<Cfg>;
@@ -917,6 +966,88 @@ void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorVi
   cudaError_t err = cudaLaunchKernelEx(&launch, fused_norm_rope_store_kernel<Cfg>, p);
   if (err == cudaSuccess) err = cudaGetLastError();
   TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Cfg::kName << ": launch failed: " << cudaGetErrorString(err);
+}
+
+// ---- launch groups, host side: the same steps as run() for a group's kernel (run() and resident_blocks()
+// above stay as they are: tuning records are keyed to their text, tools/rekey_records.py).
+
+// How many blocks of a kernel the device holds at once (one wave): the grid of a looping configuration.
+// Asked once per device and kernel (Key names it; the answer depends on registers and SMs); callers on
+// several host threads may ask at once: they compute the same answer, stored atomically.
+template <class Key, class Kernel>
+int64_t resident_blocks_of(Kernel kernel, int threads, int device) {
+  constexpr int kDevices = 64;  // beyond that (not a machine that exists), asked on every call
+  static std::atomic<int64_t> cached[kDevices];  // static storage: zero until first asked
+  int64_t blocks = (device >= 0 && device < kDevices) ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (blocks == 0) {
+    int per_sm = 0, sms = 0;
+    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << Key::kName << ": occupancy query failed: " << cudaGetErrorString(err);
+    blocks = std::max<int64_t>(1, int64_t(per_sm) * sms);
+    if (device >= 0 && device < kDevices) cached[device].store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
+}
+
+// The kernel's parameters for one member's tensors (arguments already checked), as run() fills them.
+template <class Cfg>
+Params make_params(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
+                   tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
+                   tvm::ffi::TensorView cache, tvm::ffi::TensorView scale, double eps) {
+  Params p{};
+  p.x = address(x);
+  p.x_row_stride = stride_of(x, 0);
+  p.weight = address(weight);
+  p.bias = address(bias);
+  p.freqs = reinterpret_cast<const float*>(address(freqs));
+  p.max_pos = Cfg::kRopeDim > 0 ? freqs.size(0) : 0;
+  p.positions = address(positions);
+  p.positions_i64 = positions.dtype().bits == 64;
+  p.out_loc = address(out_loc);
+  p.out_loc_i64 = out_loc.dtype().bits == 64;
+  p.cache = const_cast<uint8_t*>(address(cache));
+  p.num_slots = cache.size(0) * Cfg::kPageSize * Cfg::kHeads;
+  p.num_tokens = x.size(0) * Cfg::kHeads;
+  p.eps = static_cast<float>(eps);
+  p.global_scale = reinterpret_cast<const float*>(address(scale));
+  p.page_stride = stride_of(cache, 0);
+  return p;
+}
+
+template <class Kernel, class Arg>
+void launch_kernel(const char* name, Kernel kernel, const Arg& arg, int64_t blocks, int threads, int device, bool pdl) {
+  tvm::ffi::CUDADeviceGuard guard(device);
+  cudaLaunchConfig_t launch = {};
+  launch.gridDim = dim3(static_cast<unsigned>(blocks));
+  launch.blockDim = dim3(threads);
+  launch.stream = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device));
+  cudaLaunchAttribute attrs[1];
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  launch.attrs = attrs;
+  launch.numAttrs = pdl ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&launch, kernel, arg);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << name << ": launch failed: " << cudaGetErrorString(err);
+}
+
+// One launch of a group's members (First's configuration decides the loop; x0 is the first member's input).
+template <class First, class... Rest>
+void run_group(const char* name, tvm::ffi::TensorView x0, bool pdl, const Params (&parts)[1 + sizeof...(Rest)]) {
+  GroupParams g{};
+  constexpr int kTokens[] = {First::kTokensPerBlock, Rest::kTokensPerBlock...};
+  for (int i = 0; i < 1 + int(sizeof...(Rest)); ++i) {
+    g.part[i] = parts[i];
+    g.blocks[i] = (parts[i].num_tokens + kTokens[i] - 1) / kTokens[i];
+    g.total += g.blocks[i];
+  }
+  if (g.total == 0) return;
+  const int device = x0.device().device_id;
+  int64_t blocks = g.total;
+  if constexpr (First::kLoop)
+    blocks = std::min(blocks, resident_blocks_of<First>(fused_group_kernel<First, Rest...>, Geometry<First>::kBlockThreads, device));
+  launch_kernel(name, fused_group_kernel<First, Rest...>, g, blocks, Geometry<First>::kBlockThreads, device, pdl);
 }
 
 }  // namespace kernelgen

@@ -1,0 +1,186 @@
+"""Launch groups (one launch writes a layer's Q output and K/V caches) and dense outputs (slots: token):
+spec, guards, the symbol's arguments and check words, the reference path, and compiling for every target."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelgen.codegen.checks import table
+from kernelgen.codegen.guards import precheck, violations
+from kernelgen.codegen.launch import default_plan, resolve_group
+from kernelgen.codegen.render import group_args, render_variant, x_align
+from kernelgen.errors import GuardViolation, LayoutMismatch, SpecError
+from kernelgen.layout.layout import layout_of
+from kernelgen.measure import reference
+from kernelgen.measure.inputs import group_inputs, make_inputs, member_inputs
+from kernelgen.measure.verify import verify_group
+from kernelgen.runtime.group_op import GroupChecker, as_rows
+from kernelgen.spec.parse import load_spec, parse_spec
+from kernelgen.spec.variant import Variant
+
+SPEC = load_spec("attention_prep")
+HEAD = "family: fused_norm_rope_store\nname: t\ndefaults: {head_dim: 128, rope_dim: 128, rope_place: head, page_size: 16}\n"
+VARIANTS = ("variants:\n  - {name: q1, heads: 4, slots: token, page_size: 1}\n  - {name: k1, heads: 2}\n"
+            "  - {name: v1, heads: 2, rope_dim: 0}\n")
+
+
+def parse(groups: str) -> object:
+    return parse_spec(HEAD + VARIANTS + groups, "t.yaml")
+
+
+@pytest.mark.pure
+def test_groups_parse_with_members_by_role_and_a_shared_launch() -> None:
+    spec = parse("groups:\n  - {name: layer, q: q1, k: k1, v: v1, launch: {threads_per_token: 16}}\n")
+    [g] = spec.groups
+    assert g.roles == ("q", "k", "v") and g.member("k").name == "k1" and g.launch.threads_per_token == 16
+    assert spec.kernel("layer") is g and spec.kernel("k1").name == "k1"
+    resolved = resolve_group(g)
+    assert {v.launch for _, v in resolved.members} == {resolved.launch}
+    assert resolved.launch.threads_per_token == 16
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("groups, words", [
+    ("groups:\n  - {name: layer, q: qx1, k: k1}\n", "t.yaml:9:22: group member q: no variant named 'qx1' in this spec "
+                                                  "(did you mean q1?)"),
+    ("groups:\n  - {name: layer}\n", "group 'layer' has no members: name at least one of q, k, v"),
+    ("groups:\n  - {name: k1, q: q1}\n", "group name 'k1' is already taken"),
+    ("groups:\n  - {name: layer, q: q1, o: k1}\n", "unknown group key 'o'"),
+    ("groups:\n  - {q: q1}\n", "each launch group needs a 'name:'"),
+    ("groups: {name: layer}\n", "groups must be a list of mappings"),
+    ("groups:\n  - {name: 1layer, q: q1}\n", "must be a C identifier"),
+])
+def test_a_bad_group_gets_one_line_that_says_where_and_what(groups: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse(groups)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.pure
+def test_members_that_rotate_share_one_freqs_table_and_the_launch_fits_every_member() -> None:
+    spec = parse_spec(HEAD + VARIANTS + "  - {name: k64, heads: 2, rope_dim: 64}\n"
+                      "groups:\n  - {name: mixed, q: q1, k: k64}\n  - {name: wide, q: q1, k: k1, launch: {vec: 8, "
+                      "threads_per_token: 32}}\n", "t.yaml")
+    mixed, wide = spec.groups
+    with pytest.raises(GuardViolation, match=r"group mixed: members q and k rotate with one freqs table, so their "
+                                             r"rope_dim and rope_table must agree \(q: 128 pairs, k: 64 pairs\)"):
+        precheck(mixed)
+    assert [g.id for g in violations(mixed)] == ["group_one_freqs"]
+    assert "static_assert" in render_variant(spec.groups[1].with_launch(replace(wide.launch, vec=4)), check=False)
+    with pytest.raises(GuardViolation, match=r"group wide: member q \(q1\) under the group's launch t32\.b2\.v8: "
+                                             r"head_dim must be a multiple of launch.threads_per_token x launch.vec"):
+        precheck(wide)
+    assert "static_assert(t_mixed_q_math::kRopeDim == t_mixed_k_math::kRopeDim" in render_variant(
+        replace(mixed, name="t_mixed"), check=False)
+
+
+@pytest.mark.pure
+def test_the_symbol_takes_each_members_tensors_by_role_and_the_shared_ones_once() -> None:
+    g = SPEC.group("cake_8_1_fp8")
+    assert group_args(g, default_plan(g)) == ("q", "k", "v", "q_weight", "k_weight", "freqs", "positions", "out_loc",
+                                              "q_out", "k_cache", "v_cache", "k_scale", "v_scale")
+    assert g.content_key() != SPEC.group("cake_8_1").content_key()
+    assert replace(g, name="other").content_key() == g.content_key()
+
+
+@pytest.mark.pure
+def test_group_checks_name_the_member_argument_in_the_symbols_words() -> None:
+    g = SPEC.group("qwen3_8b_bf16")
+    checker = GroupChecker(g, default_plan(g))
+    inputs = {k: t for k, t in group_inputs(g, 8, 4, "cpu", seed=1).items() if k != "qkv"}
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: q must be on a CUDA device, got bfloat16 \[8, 4096\] on cpu$"):
+        checker.check(inputs)
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: k must have as many rows \(tokens\) as q, got "
+                                             r"bfloat16 \[4, 1024\] on cpu$"):
+        checker.check({**inputs, "k": inputs["k"][:4]})
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: k_weight must be float32 \[128\], got bfloat16"):
+        checker.check({**inputs, "k_weight": inputs["k_weight"].bfloat16()})
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: v_cache rows are 100 bytes but llama3_8b_v writes "
+                                             r"32768-byte pages"):
+        checker.check({**inputs, "v_cache": inputs["v_cache"][:, :100]})
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: q_out must be a 2-D uint8 tensor \[N, 8192\]"):
+        checker.check({**inputs, "q_out": inputs["q_out"].view(torch.bfloat16)})
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: v_weight must be a torch tensor, got NoneType|"
+                                             r"^qwen3_8b_bf16: positions must be a torch tensor, got NoneType"):
+        checker.check({**inputs, "positions": None})
+
+
+@pytest.mark.pure
+def test_dense_outputs_take_no_out_loc_and_accept_strided_rows() -> None:
+    """slots: token writes token t to row t: no out_loc argument, and rows of any stride (Q in place, in qkv)."""
+    q = SPEC.variant("qwen3_8b_q")
+    checks = table(q, layout_of(q), 16)
+    assert "out_loc" not in {c.arg for c in checks}
+    out = [c for c in checks if c.arg == "kvcache"]
+    assert [c.kind for c in out] == ["dtype_shape", "page_bytes", "rows", "device", "aligned"]
+    assert layout_of(q).page_bytes == 32 * 128 * 2
+    inputs = make_inputs(q, 5, 1, "cpu", seed=2)
+    assert inputs["out_loc"].tolist() == [0, 1, 2, 3, 4] and inputs["kvcache"].shape == (5, 8192)
+    qkv = torch.zeros(5, 6144, dtype=torch.bfloat16)
+    rows = as_rows(qkv[:, :4096])
+    assert rows.shape == (5, 8192) and rows.stride() == (12288, 1) and rows.data_ptr() == qkv.data_ptr()
+    assert as_rows(torch.zeros(5, 32, 128, dtype=torch.bfloat16)).shape == (5, 8192)
+    with pytest.raises(GuardViolation, match=r"slots: token writes token t to row t of a dense output \(one token per "
+                                             r"row\): set page_size: 1 \[guard token_slots_one_per_page\]"):
+        precheck(Variant("dense16", slots="token", page_size=16))
+
+
+@pytest.mark.pure
+def test_verify_group_compares_every_member_and_catches_a_wrong_byte() -> None:
+    """The group's comparison, with the reference as the 'kernel' (the CPU tier has no GPU): every member agrees;
+    one byte changed in one member's cache is reported for that member."""
+    g = resolve_group(SPEC.group("cake_8_1_fp8"))
+
+    def run(eps: float, corrupt: str = "", **tensors: object) -> None:
+        for role, v in g.members:
+            mine = member_inputs(g, role, tensors)
+            reference.store(v, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"],
+                            mine["kvcache"], eps, mine["bias"], scale=mine["scale"])
+        if corrupt:
+            tensors[corrupt][int(tensors["out_loc"][0]) // 16, 0] ^= 1  # type: ignore[index]
+
+    reports = verify_group(g, run, 37, 4, "cpu", seed=3)
+    assert [r.variant for r in reports] == ["cake_8_1_q_fp8", "cake_8_1_k_fp8", "cake_8_1_v_fp8"]
+    assert all(r.ok and r.written_rows > 0 for r in reports)
+    bad = verify_group(g, lambda eps, **t: run(eps, "v_cache", **t), 37, 4, "cpu", seed=3)
+    assert [r.ok for r in bad] == [True, True, False] or [r.ok for r in bad] == [True, True, True] and \
+        int(group_inputs(g, 37, 4, "cpu", 3)["out_loc"][0]) < 0
+
+
+@pytest.mark.pure
+def test_every_shipped_group_passes_its_guards_and_its_members_are_shipped_variants() -> None:
+    names = {v.name for v in SPEC.variants}
+    for g in SPEC.groups:
+        precheck(g)
+        assert {v.name for _, v in g.members} <= names
+        assert x_align(g.member("q"), default_plan(g)) == 16
+
+
+@pytest.mark.build
+def test_shipped_groups_compile_for_blackwell(tmp_path: Path) -> None:
+    """Every shipped launch group compiles for sm_100a and sm_120a (sm_90a: the GPU tier builds them)."""
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+
+    results = compile_only(list(SPEC.groups), toolchain.detect(), ("sm_100a", "sm_120a"))
+    assert [r for r in results if not r.ok] == [] and len(results) == 2 * len(SPEC.groups)
+
+
+@pytest.mark.pure
+def test_the_symbol_applies_the_python_checks_in_the_same_order_with_the_same_words() -> None:
+    """The generated check function's messages, in source order, are the Python table's (what a GPU test holds
+    both sides to on bad tensors)."""
+    import re
+
+    from kernelgen.codegen.render import group_checks
+
+    g = SPEC.group("cake_64_8_fp8")
+    source = render_variant(g)
+    body = source[source.index(f"void {g.name}_check("):source.index(f"void {g.name}(")]
+    symbol = [bytes(m, "utf-8").decode("unicode_escape") for m in
+              re.findall(r'TVM_FFI_THROW\(ValueError\) << "((?:\\.|[^"\\])*)"', body)]
+    python = [c.parts(g.name)[0] for _, block in group_checks(g, default_plan(g)) for c in block]
+    assert symbol == python and len(python) > 40
