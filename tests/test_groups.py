@@ -98,7 +98,7 @@ def test_group_checks_name_the_member_argument_in_the_symbols_words() -> None:
         checker.check({**inputs, "k": inputs["k"][:4]})
     with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: k_weight must be float32 \[128\], got bfloat16"):
         checker.check({**inputs, "k_weight": inputs["k_weight"].bfloat16()})
-    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: v_cache rows are 100 bytes but llama3_8b_v writes "
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: v_cache rows are 100 bytes but qwen3_8b_bf16_v writes "
                                              r"32768-byte pages"):
         checker.check({**inputs, "v_cache": inputs["v_cache"][:, :100]})
     with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: q_out must be a 2-D uint8 tensor \[N, 8192\]"):
@@ -111,7 +111,7 @@ def test_group_checks_name_the_member_argument_in_the_symbols_words() -> None:
 @pytest.mark.pure
 def test_dense_outputs_take_no_out_loc_and_accept_strided_rows() -> None:
     """slots: token writes token t to row t: no out_loc argument, and rows of any stride (Q in place, in qkv)."""
-    q = SPEC.variant("qwen3_8b_q")
+    q = SPEC.variant("qwen3_8b_bf16_q")
     checks = table(q, layout_of(q), 16)
     assert "out_loc" not in {c.arg for c in checks}
     out = [c for c in checks if c.arg == "kvcache"]
@@ -143,7 +143,7 @@ def test_verify_group_compares_every_member_and_catches_a_wrong_byte() -> None:
             tensors[corrupt][int(tensors["out_loc"][0]) // 16, 0] ^= 1  # type: ignore[index]
 
     reports = verify_group(g, run, 37, 4, "cpu", seed=3)
-    assert [r.variant for r in reports] == ["cake_8_1_q_fp8", "cake_8_1_k_fp8", "cake_8_1_v_fp8"]
+    assert [r.variant for r in reports] == ["cake_8_1_fp8_q", "cake_8_1_fp8_k", "cake_8_1_fp8_v"]
     assert all(r.ok and r.written_rows > 0 for r in reports)
     bad = verify_group(g, lambda eps, **t: run(eps, "v_cache", **t), 37, 4, "cpu", seed=3)
     assert [r.ok for r in bad] == [True, True, False] or [r.ok for r in bad] == [True, True, True] and \
@@ -184,3 +184,45 @@ def test_the_symbol_applies_the_python_checks_in_the_same_order_with_the_same_wo
               re.findall(r'TVM_FFI_THROW\(ValueError\) << "((?:\\.|[^"\\])*)"', body)]
     python = [c.parts(g.name)[0] for _, block in group_checks(g, default_plan(g)) for c in block]
     assert symbol == python and len(python) > 40
+
+
+@pytest.mark.pure
+def test_a_model_in_its_configs_words_expands_into_three_variants_and_their_group() -> None:
+    spec = parse_spec("family: fused_norm_rope_store\nname: m\nmodels:\n"
+                      "  - {name: glm, num_q_heads: 32, num_kv_heads: 2, head_dim: 128, rotary_dim: 64, "
+                      "v_head_dim: 64, kv_store: fp8_scaled, qk_norm: rms_gemma}\n"
+                      "  - {name: kv_only, num_q_heads: 32, num_kv_heads: 8, head_dim: 128, q_store: none}\n", "m.yaml")
+    glm, kv_only = spec.groups
+    q, k, v = (glm.member(r) for r in ("q", "k", "v"))
+    assert (q.heads, q.slots, q.page_size, q.rope_dim, q.rope_place, q.norm, q.store) == \
+        (32, "token", 1, 64, "head", "rms_gemma", "bf16")
+    assert (k.heads, k.page_size, k.rope_dim, k.norm, k.store) == (2, 16, 64, "rms_gemma", "fp8_scaled")
+    assert (v.heads, v.head_dim, v.rope_dim, v.norm, v.store) == (2, 64, 0, "none", "fp8_scaled")
+    assert kv_only.roles == ("k", "v") and [x.name for x in spec.variants][-2:] == ["kv_only_k", "kv_only_v"]
+    # the shipped models are the groups they replaced: the same members' math, so the same records apply
+    assert SPEC.group("qwen3_8b_bf16").content_key() == resolve_group(SPEC.group("qwen3_8b_bf16")).content_key()
+    assert dict(k.origins)["store"] == "m.yaml:4:108"  # where kv_store is set: a guard on k's store points there
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("model, words", [
+    ("{name: x, num_q_heads: 32, head_dim: 128}", "m.yaml:4:5: model 'x' needs num_kv_heads:"),
+    ("{name: x, num_q_heads: 32, num_kv_heads: 8, head_dim: 128, kv_store: fp9}", "m.yaml:4:74: kv_store 'fp9' is not one of fp8_e4m3,"),
+    ("{name: x, num_q_heads: 32, num_kv_heads: 8, head_dim: 128, heads: 4}", "unknown model key 'heads'"),
+    ("{num_q_heads: 32, num_kv_heads: 8, head_dim: 128}", "each model needs a 'name:'"),
+    ("{name: x, num_q_heads: 0, num_kv_heads: 8, head_dim: 128}", "m.yaml:4:28: num_q_heads must be an integer from 1"),
+])
+def test_a_bad_model_gets_one_line_that_says_where_and_what(model: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(f"family: fused_norm_rope_store\nname: m\nmodels:\n  - {model}\n", "m.yaml")
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.pure
+def test_a_model_whose_heads_break_a_guard_names_the_models_key() -> None:
+    spec = parse_spec("family: fused_norm_rope_store\nname: m\nmodels:\n"
+                      "  - {name: big, num_q_heads: 256, num_kv_heads: 8, head_dim: 128}\n", "m.yaml")
+    with pytest.raises(GuardViolation, match=r"member q \(big_q\) .*heads must be between 1 and 128 \[guard heads_range\]"):
+        precheck(spec.groups[0])
+    with pytest.raises(GuardViolation, match=r"^m.yaml:4:30: variant big_q: heads must be between 1 and 128"):
+        precheck(spec.variant("big_q"))

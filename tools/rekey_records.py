@@ -33,7 +33,8 @@ from kernelgen import knobs
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
 from kernelgen.codegen.render import render_variant
 from kernelgen.resources import include_dir
-from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.group import Group
+from kernelgen.spec.parse import shipped_specs
 from kernelgen.spec.variant import Launch, Variant
 from kernelgen.tune import records
 
@@ -44,9 +45,9 @@ OLD_RENDER = r"""
 import json, sys
 from kernelgen.codegen.launch import ALL_TOKENS, plan_routes, resolve
 from kernelgen.codegen.render import render_variant
-from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.parse import shipped_specs
 from kernelgen.spec.variant import Launch
-by_name = {v.name: v for v in shipped_variants()}
+by_name = {v.name: v for s in shipped_specs() for v in getattr(s, "kernels", s.variants)}
 for job in json.load(open(sys.argv[1])):
     if job["variant"] not in by_name:  # a variant REV did not ship: nothing to compare
         continue
@@ -58,14 +59,17 @@ for job in json.load(open(sys.argv[1])):
 
 HEADER = Path("kernelgen") / "fused_norm_rope_store.cuh"  # under a templates directory
 LAUNCH_FUNCTIONS = ("int64_t resident_blocks(", "void run(")  # the host code that shapes a launch
+# ... and a launch group's (a header before launch groups has none: its records are all variants')
+GROUP_LAUNCH_FUNCTIONS = ("int64_t resident_blocks_of(", "Params make_params(", "void launch_kernel(",
+                          "void run_group(")
 
 
-def launch_code(header: str) -> str:
+def launch_code(header: str, functions: tuple[str, ...] = LAUNCH_FUNCTIONS) -> str:
     """The launch functions of a kernel header (LAUNCH_FUNCTIONS, whole definitions), comments and
     whitespace dropped: two headers launch alike where these are equal."""
     text = re.sub(r"//[^\n]*", "", header)
     parts = []
-    for signature in LAUNCH_FUNCTIONS:
+    for signature in functions:
         start = text.find(signature)
         body = text.find("{", start)
         if start < 0 or body < 0:
@@ -171,13 +175,22 @@ def main() -> int:
                   f"between {rev} and this checkout, so timings do not carry over: re-tune "
                   "(kernelgen tune SPEC --out cache); nothing moved", file=sys.stderr)
             return 3
-        variants = {v.content_key(): resolve(v) for v in shipped_variants()}
+        variants = {v.content_key(): resolve(v) for spec in shipped_specs() for v in spec.kernels}
+        header = (include_dir() / HEADER).read_text()
+        groups_launch_alike = GROUP_LAUNCH_FUNCTIONS[-1] in old_header and \
+            launch_code(old_header, GROUP_LAUNCH_FUNCTIONS) == launch_code(header, GROUP_LAUNCH_FUNCTIONS)
         todo: list[tuple[records.Record, Variant, list[str]]] = []
         for key, (record, _) in sorted(by_key.items(), key=lambda kv: kv[1][0].variant):
             if key not in variants:
                 print(f"{record.variant}: not a shipped variant of this checkout: skipped")
                 continue
             v = variants[key]
+            if isinstance(v, Group) and not groups_launch_alike:
+                print(f"{record.variant}: a launch group, and the group launch code differs from {rev}'s (or {rev} "
+                      "has none): left for a re-tune")
+                left.append(records.Rejected(record.content_key, record.variant, f"group launch code differs from "
+                                             f"{rev}'s: re-tune", {"entry": by_key[record.content_key][1]}))
+                continue
             ids = sorted(record.chosen_instances() | {v.launch.instance.id})
             if record.code and not record.stale(records.current_code(v, gpu, ids)):
                 print(f"{record.variant}: already keyed to this code")

@@ -1,4 +1,4 @@
-"""Default vs tuned us per bucket for every shipped variant, from a record file (Markdown).
+"""Default vs tuned us per bucket for every shipped variant and launch group, from a record file (Markdown).
 
     python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json"""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kernelgen.codegen.launch import resolve
-from kernelgen.spec.parse import shipped_variants
+from kernelgen.spec.parse import shipped_specs
 from kernelgen.tune import records
 
 BUCKETS = (1, 16, 256, 4096, 65536, 262144, 1048576)
@@ -21,7 +21,7 @@ def main(path: str) -> str:
     out = ["# Default vs tuned us per call (CUDA-graph replay; decode workload up to 256 tokens, prefill above)", "",
            "| variant | " + " | ".join(f"N={b}" for b in BUCKETS) + " | routes (N <= bound: configuration) |",
            "|---|" + "---|" * (len(BUCKETS) + 1)]
-    for v in shipped_variants():
+    for v in (k for spec in shipped_specs() for k in spec.kernels):
         r = by_key.get(v.content_key())
         if r is None:  # the record timed other code: say so in the table rather than stop
             out.append(f"| {v.name} | " + " | ".join("-" for _ in BUCKETS) + f" | no record for this code: re-tune "

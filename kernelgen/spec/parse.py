@@ -26,7 +26,7 @@ from .variant import (
 )
 from .yamlsrc import MAX_SPEC_BYTES, Located, load_yaml, quote, where_in_text
 
-TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "groups", "tune")
+TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", "variants", "groups", "models", "tune")
 # The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
 TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
 _TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
@@ -210,22 +210,24 @@ def _mapping(src: Located, path: tuple[Any, ...], value: Any, what: str) -> dict
     return value
 
 
-def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any) -> Any:
+def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any, shown: str = "") -> Any:
+    """value checked as a value of axis; messages name it `shown` (a model key such as kv_store), default the axis."""
     kind, choices = AXES[axis]
+    key = shown or axis
     type_ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if kind is int:
         lo, hi = INT_RANGES[axis]
         if not (type_ok and lo <= value <= hi):
-            raise _fail(src, path, f"{axis} must be an integer from {lo} to {hi}, got {quote(value)}")
+            raise _fail(src, path, f"{key} must be an integer from {lo} to {hi}, got {quote(value)}")
     elif choices is not None and not type_ok:
         hint = " (YAML reads an unquoted no, off or false as false: did you mean none?)" \
             if (value is None or value is False) and "none" in choices else ""
-        raise _fail(src, path, f"{axis} must be one of {', '.join(map(str, choices))}, got {quote(value)}{hint}")
+        raise _fail(src, path, f"{key} must be one of {', '.join(map(str, choices))}, got {quote(value)}{hint}")
     elif not type_ok:
-        raise _fail(src, path, f"{axis} must be true or false, got {quote(value)}")
+        raise _fail(src, path, f"{key} must be true or false, got {quote(value)}")
     if choices is not None and value not in choices:
         allowed = ", ".join(map(str, choices))
-        raise _fail(src, path, f"{axis} {quote(value)} is not one of {allowed}{_value_hint(axis, value)}")
+        raise _fail(src, path, f"{key} {quote(value)} is not one of {allowed}{_value_hint(axis, value)}")
     return value
 
 
@@ -369,15 +371,102 @@ def parse_spec(text: str, file: str) -> Spec:
                                   origins={**default_origins, **where}))
     variants = _apply_overrides(src, top, variants, spec_name, tuple(matrix))
     variants += _listed(src, top, defaults, spec_name, default_origins)
+    model_variants, model_groups = _models(src, top, spec_name)
+    variants += model_variants
     if not variants:
-        raise _fail(src, (), "spec defines no variants: add a 'matrix:' or a 'variants:' list")
+        raise _fail(src, (), "spec defines no variants: add a 'matrix:', a 'variants:' or a 'models:' list")
     _check_unique(src, variants)
     _check_symbols(src, variants, top)
-    groups = _groups(src, top, variants, spec_name)
+    groups = _groups(src, top, variants, spec_name) + model_groups
+    _check_group_names(groups, variants)
     return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top), groups)
 
 
 GROUP_KEYS = ("name", *ROLES, "launch")
+
+# `models:`: a model's attention prep in the words of its config (num_q_heads, num_kv_heads, head_dim, ...),
+# expanded into its Q output, K cache and V cache variants (<name>_q, <name>_k, <name>_v) and a launch group
+# <name> of the three. Each key with its default and the variant axis it sets.
+MODEL_DEFAULTS: dict[str, object] = {
+    "num_q_heads": None, "num_kv_heads": None, "head_dim": None,  # required
+    "v_head_dim": None,  # default head_dim
+    "rotary_dim": None,  # default head_dim (full rotary); fewer: the first rotary_dim dims of each head; 0: no RoPE
+    "rope_style": "neox", "rope_table": "halves", "qk_norm": "none",
+    "q_store": "bf16",  # or "none": no Q output (the group writes K and V only)
+    "kv_store": "bf16", "k_store": None, "v_store": None,  # k_store / v_store default to kv_store
+    "page_size": 16, "input_dtype": "bf16", "weight_dtype": "fp32",
+}
+MODEL_KEYS = ("name", *MODEL_DEFAULTS, "launch")
+_MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
+               "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
+               "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
+               "page_size": "page_size", "input_dtype": "input_dtype", "weight_dtype": "weight_dtype"}
+
+
+def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Variant], tuple[Group, ...]]:
+    raw = top.get("models", [])
+    if not isinstance(raw, list):
+        raise _fail(src, ("models",), "models must be a list of mappings, each with a name, num_q_heads, "
+                                      "num_kv_heads and head_dim")
+    variants: list[Variant] = []
+    groups = []
+    for i, item in enumerate(raw):
+        path = ("models", i)
+        table = _mapping(src, path, item, f"models[{i}]")
+        _check_keys(src, path, table, MODEL_KEYS, "model")
+        name = table.get("name")
+        problem = ("each model needs a 'name:'" if name is None else
+                   _identifier_problem(name, "rename the model") or (
+                       f"{quote(name)} {_symbol_reason(name)}; rename the model" if _symbol_reason(name) else None))
+        if problem:
+            raise _fail(src, path + ("name",) if name is not None else path, f"model name {problem}"
+                        if name is not None else problem)
+        for key in ("num_q_heads", "num_kv_heads", "head_dim"):
+            if key not in table:
+                raise _fail(src, path, f"model {quote(name)} needs {key}: (e.g. num_q_heads: 32, num_kv_heads: 8, "
+                                       "head_dim: 128, as in the model's config)")
+        m = {**MODEL_DEFAULTS, **{k: v for k, v in table.items() if k not in ("name", "launch")}}
+        for key, value in m.items():
+            if value is None or (key == "q_store" and value == "none"):
+                continue
+            m[key] = _axis_value(src, path + (key,), _MODEL_AXIS[key], value, key)
+        where = {key: str(src.at(path + (key,))) for key in table if key != "name"}
+        head_dim = m["head_dim"]
+        rotary = head_dim if m["rotary_dim"] is None else m["rotary_dim"]
+        shared = {"input_dtype": m["input_dtype"], "weight_dtype": m["weight_dtype"], "rope_place": "head",
+                  "rope_style": m["rope_style"], "rope_table": m["rope_table"]}
+        qk = {**shared, "head_dim": head_dim, "rope_dim": rotary, "norm": m["qk_norm"]}
+        parts = {
+            "q": ({**qk, "heads": m["num_q_heads"], "store": m["q_store"], "slots": "token", "page_size": 1},
+                  ("num_q_heads", "head_dim", "rotary_dim", "qk_norm", "q_store")),
+            "k": ({**qk, "heads": m["num_kv_heads"], "store": m["k_store"] or m["kv_store"],
+                   "page_size": m["page_size"]}, ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "k_store",
+                                                  "kv_store", "page_size")),
+            "v": ({**shared, "head_dim": m["v_head_dim"] or head_dim, "heads": m["num_kv_heads"], "rope_dim": 0,
+                   "norm": "none", "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"]},
+                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size")),
+        }
+        members = []
+        for role, (settings, keys) in parts.items():
+            if role == "q" and m["q_store"] == "none":
+                continue
+            origins = {_MODEL_AXIS[k]: where[k] for k in reversed(keys) if k in where}
+            v = _make(src, spec_name, f"{name}_{role}", settings, path, path + ("name",), origins)
+            variants.append(v)
+            members.append((role, v))
+        launch = Launch(**_launch(src, path + ("launch",), table["launch"])) if "launch" in table else Launch()
+        groups.append(Group(name, tuple(members), launch, spec_name, str(src.at(path))))
+    return variants, tuple(groups)
+
+
+def _check_group_names(groups: tuple[Group, ...], variants: list[Variant]) -> None:
+    """A group's name is taken by no variant and no other group (its symbol lives beside theirs)."""
+    seen = {v.name: v.origin for v in variants}
+    for g in groups:
+        if g.name in seen and seen[g.name] != g.origin:
+            raise SpecError(f"{g.origin}: group name {quote(g.name)} is already taken ({seen[g.name]}): a group's "
+                            "symbol lives beside its members'; rename it")
+        seen[g.name] = g.origin
 
 
 def _groups(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> tuple[Group, ...]:
