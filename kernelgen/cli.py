@@ -80,6 +80,18 @@ def cmd_list(args: argparse.Namespace) -> int:
                           str(v.page_size), str(lay.bytes_per_token), str(lay.page_bytes),
                           f"{lo.threads_per_token},{lo.tokens_per_block},{lo.vec}", _status(v))
         out.print(table)
+        if spec.groups:
+            groups = Table(title=escape(f"{spec.path}: {len(spec.groups)} launch groups (one launch writes every "
+                                        "member)"), title_justify="left")
+            for col in ("group", "members (role: variant)", "launch (T,B,vec)", "guards"):
+                groups.add_column(col)
+            for g in spec.groups:
+                lo = resolve(g).launch
+                broken = violations(g)
+                groups.add_row(g.name, ", ".join(f"{role}: {v.name}" for role, v in g.members),
+                               f"{lo.threads_per_token},{lo.tokens_per_block},{lo.vec}",
+                               "ok" if not broken else f"[red]violates {broken[0].id}[/red]")
+            out.print(groups)
         if args.layouts:
             for v in spec.variants:
                 _print_layout(v)
@@ -302,18 +314,12 @@ def _parse_ints(text: str | None, what: str) -> tuple[int, ...] | None:
     return values
 
 
-def _selected(args: argparse.Namespace, groups: bool = True) -> tuple[Spec, list[Any]]:
-    """The spec and the kernels --variants names (default: every variant, then every launch group; groups=False:
-    variants only, for commands that do not take launch groups yet)."""
+def _selected(args: argparse.Namespace) -> tuple[Spec, list[Any]]:
+    """The spec and the kernels --variants names (default: every variant, then every launch group)."""
     spec = load_spec(args.spec)
     if not args.variants:
-        return spec, list(spec.kernels if groups else spec.variants)
-    picked = [spec.kernel(name) for name in args.variants.split(",") if name]
-    if not groups and any(isinstance(k, Group) for k in picked):
-        name = next(k.name for k in picked if isinstance(k, Group))
-        raise KernelgenError(f"{name} is a launch group; `kernelgen {args.command}` takes variants only for now: "
-                             f"name its members ({', '.join(m.name for _, m in spec.group(name).members)})")
-    return spec, picked
+        return spec, list(spec.kernels)
+    return spec, [spec.kernel(name) for name in args.variants.split(",") if name]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -566,7 +572,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .tune.runner import unbuilt
 
     out_dir = knobs.check_folder("-o", Path(args.output))
-    _, variants = _selected(args, groups=False)
+    _, variants = _selected(args)
     archs = tc.parse_arch_list(args.arch)
     knobs.check_cache_dir(write=False)
     start = time.monotonic()

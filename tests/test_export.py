@@ -108,3 +108,40 @@ def test_a_modified_library_or_manifest_is_never_loaded(exported: Path, tmp_path
     (copy / "manifest.json").write_text('{"format": "kernelgen-export/1", "variants": ')
     with pytest.raises(KernelgenError, match="manifest.json is corrupt"):
         load_exported(copy, "dsv32_indexer_bf16_p64", gpu=H200)
+
+
+def test_a_launch_group_exports_and_loads_without_nvcc(tmp_path: Path) -> None:
+    """A launch group's library and manifest entry (members' math and layouts, the symbol's arguments by name, the
+    checks in order); loaded in a fresh process without nvcc it is a GroupOp whose symbol refuses CPU tensors."""
+    out = tmp_path / "groups"
+    with knobs.scope(CACHE_DIR=str(tmp_path / "cache")):
+        export([load_spec("attention_prep").group("cake_8_1_fp8")], ("sm_90a",), out)
+    entry = json.loads((out / "manifest.json").read_text())["variants"]["cake_8_1_fp8"]
+    assert set(entry["group"]) == {"q", "k", "v"} and entry["group"]["q"]["layout"]["page_bytes"] == 8 * 132
+    assert [a["name"] for a in entry["abi"]["args"]] == ["q", "k", "v", "q_weight", "k_weight", "freqs", "positions",
+                                                          "out_loc", "q_out", "k_cache", "v_cache", "k_scale",
+                                                          "v_scale", "eps"]
+    art = entry["artifacts"]["sm_90a"]
+    assert art["tuned_on"] == "nvidia-h200-sm90-132sms" and art["checks"][0].startswith("q must be bfloat16 [N, 1024]")
+    script = textwrap.dedent(f"""
+        import torch
+        from kernelgen import load_exported
+        from kernelgen.errors import LayoutMismatch
+        from kernelgen.tune.gpu import GpuInfo
+        op = load_exported({str(out)!r}, "cake_8_1_fp8", gpu=GpuInfo("NVIDIA H200", "9.0", 132, 140, 0))
+        print(type(op).__name__, op.tuned_from, op.plan.describe())
+        try:
+            op(qkv=torch.zeros(4, 1280, dtype=torch.bfloat16), q_weight=torch.ones(128), k_weight=torch.ones(128),
+               freqs=torch.zeros(16, 128), positions=torch.zeros(4, dtype=torch.long), out_loc=torch.arange(4),
+               q_out=torch.zeros(4, 1056, dtype=torch.uint8), k_cache=op.layouts["k"].allocate(1),
+               v_cache=op.layouts["v"].allocate(1), k_scale=torch.ones(1), v_scale=torch.ones(1))
+        except LayoutMismatch as exc:
+            print("refused:", exc)
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "KERNELGEN_CACHE_DIR")}
+    env["CUDA_HOME"] = "/nonexistent-cuda"
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("GroupOp export:sm_90a N<=256: t16.b4.v8.pf.pdl")
+    assert "refused: cake_8_1_fp8: q must be on a CUDA device, got bfloat16 [4, 1024] on cpu" in done.stdout

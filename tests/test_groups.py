@@ -226,3 +226,32 @@ def test_a_model_whose_heads_break_a_guard_names_the_models_key() -> None:
         precheck(spec.groups[0])
     with pytest.raises(GuardViolation, match=r"^m.yaml:4:30: variant big_q: heads must be between 1 and 128"):
         precheck(spec.variant("big_q"))
+
+
+@pytest.mark.build
+def test_a_group_is_a_torch_custom_op_whose_fake_checks_metadata(tmp_path: Path) -> None:
+    """torch.ops.kernelgen.<group>: the schema names every tensor and marks the outputs mutated; on fake CUDA
+    tensors (torch.compile's tracing) the fake applies the group's checks to metadata; real CPU tensors reach the
+    symbol, which refuses them in kernelgen's words."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kernelgen import knobs
+    from kernelgen.runtime.group_op import load_group_kernel
+    from kernelgen.runtime.torch_ops import group_schema, register_group
+
+    with knobs.scope(CACHE_DIR=str(tmp_path)):
+        op = load_group_kernel(SPEC.group("cake_8_1"), arch="sm_90a", gpu=None)
+    assert group_schema(op) == ("(Tensor q, Tensor k, Tensor v, Tensor q_weight, Tensor k_weight, Tensor freqs, "
+                                "Tensor positions, Tensor out_loc, Tensor(a!) q_out, Tensor(b!) k_cache, "
+                                "Tensor(c!) v_cache, float eps=1e-06) -> ()")
+    torch_op = register_group(op)
+    cpu = {k: t for k, t in group_inputs(op.group, 4, 2, "cpu", seed=1).items() if k != "qkv"}
+    with pytest.raises(LayoutMismatch, match=r"^cake_8_1: q must be on a CUDA device"):
+        torch_op(*(cpu[a] for a in op.args))
+    with FakeTensorMode():
+        # the inputs' shapes and strides (q, k, v: columns of one qkv); slicing a fake CUDA tensor needs a CUDA build
+        fake = {k: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda") for k, t in cpu.items()}
+        torch_op(*(fake[a] for a in op.args), eps=1e-6)  # metadata passes
+        with pytest.raises(LayoutMismatch, match=r"^cake_8_1: k must have as many rows \(tokens\) as q"):
+            short = torch.empty_strided((2, 128), (1280, 1), dtype=torch.bfloat16, device="cuda")
+            torch_op(*(short if a == "k" else fake[a] for a in op.args))

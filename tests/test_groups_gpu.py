@@ -196,3 +196,26 @@ def test_attention_reads_the_caches_a_group_wrote(session_cache: Path, name: str
     # applied wrongly is off by O(1).
     tol = 0.02 if g.member("k").store == "bf16" else 0.1
     assert float((out_kernel - ideal).norm() / ideal.norm()) < tol
+
+
+def test_group_torch_op_under_compile_matches_eager(session_cache: Path) -> None:
+    """torch.ops.kernelgen.<group> traced by torch.compile(fullgraph=True) writes what the eager op writes."""
+    import torch
+
+    from kernelgen.runtime.torch_ops import register_group
+
+    g = next(g for g in GROUPS if g.name == "cake_64_8_fp8")
+    op = group_op(g, session_cache)
+    torch_op = register_group(op)
+    inputs = {k: t for k, t in group_inputs(op.variant_for(64), 64, 8, "cuda", seed=9).items() if k != "qkv"}
+    eager = {k: t.clone() for k, t in inputs.items()}
+    op(**eager)
+
+    @torch.compile(fullgraph=True)
+    def prep(*args: torch.Tensor) -> None:
+        torch_op(*args, eps=1e-6)
+
+    prep(*(inputs[a] for a in op.args))
+    for role in g.roles:
+        out = g.names(role)["kvcache"]
+        assert torch.equal(inputs[out], eager[out]), role

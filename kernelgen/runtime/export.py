@@ -18,16 +18,18 @@ from ..build.arch import capability_of_arch
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
-from ..codegen.launch import LaunchPlan, Route, resolve
-from ..codegen.render import x_align
+from ..codegen.launch import LaunchPlan, Route, default_plan, resolve, resolve_group
+from ..codegen.render import group_args, group_checks, x_align
 from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
 from ..spec.formats import format_of
+from ..spec.group import ROLES, Group
 from ..spec.variant import Launch, Variant
 from ..tune import lookup
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
+from .group_op import GroupOp
 from .op import _CURRENT, Op
 
 FORMAT = "kernelgen-export/2"  # 2: a symbol takes only the tensors its variant uses (op.args), not all seven
@@ -88,9 +90,47 @@ def _plan_from_json(d: dict[str, Any]) -> LaunchPlan:
                       tuple(Route(int(r["max_tokens"]), int(r["config"]), bool(r["pdl"])) for r in d["routes"]))
 
 
-def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,
+def group_abi(g: Group, blocks: list[tuple[str, tuple[checks.Check, ...]]]) -> dict[str, Any]:
+    """abi() of a launch group's symbol: its arguments by name (each member's, the shared ones once)."""
+    flat = [c for _, block in blocks for c in block]
+    members = dict(g.members)
+    args = []
+    for role, block in blocks:
+        for c in block:
+            if c.kind != "dtype_shape" or any(a["name"] == c.arg for a in args):
+                continue
+            page = next((p.value for p in block if p.arg == c.arg and p.kind == "page_bytes"), 0)
+            arg: dict[str, Any] = {"name": c.arg, "dtype": c.dtypes[0] if len(c.dtypes) == 1 else list(c.dtypes),
+                                   "shape": [page if s == "page_bytes" else s for s in c.shape]}
+            family = next(a for a, n in g.names(role).items() if n == c.arg)
+            note = _notes(members[role]).get(family)
+            if note:
+                arg["note"] = note
+            args.append(arg)
+    order = group_args(g, default_plan(g))
+    args.sort(key=lambda a: order.index(a["name"]))
+    args.append({"name": "eps", "dtype": "float64", "shape": []})
+    assert len(args) == len(order) + 1 and len(flat) > 0
+    return {"symbol": g.name, "calling": "tvm-ffi packed function; tensors as DLPack; one launch runs every member "
+            "on the tvm-ffi environment stream of the first member's device", "args": args, "returns": "none",
+            "config_symbol": f"{g.name}_config", "config_args": "the same, then config (int64) and pdl (bool)",
+            "errors": "a refused argument raises ValueError '<group>: <check>, got <what was passed>' before "
+                      "anything is launched; the artifact's `checks` lists them in order"}
+
+
+def _group_entry(g: Group, plan: LaunchPlan) -> dict[str, Any]:
+    """A launch group's own manifest fields: its members (each a variant's math and layout) and its abi."""
+    g = resolve_group(g)
+    members = {role: {"variant": v.name, "math": v.math_fields(), "layout": layout_json(layout_of(v))}
+               for role, v in g.members}
+    return {"spec": g.spec_name, "content_key": g.content_key(), "group": members,
+            "abi": group_abi(g, group_checks(g, plan)), "artifacts": {}}
+
+
+def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,
            progress: Any = None) -> Path:
-    """Build every variant for every arch (portable libraries) and write DIR/<variant>/<arch>/ + manifest."""
+    """Build every variant (and launch group) for every arch (portable libraries) and write DIR/<name>/<arch>/
+    + manifest."""
 
     toolchain = tc.detect()
     entries: dict[str, Any] = {}
@@ -98,18 +138,25 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
         plans = [plan_for_arch(v, arch) for v in variants]
         artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
         for v, a, (plan, source) in zip(variants, artifacts, plans):
+            if isinstance(v, Group):
+                if v.name not in entries:
+                    entries[v.name] = _group_entry(v, plan)
+                entry = entries[v.name]
+                _copy_artifact(v.name, arch, a, out_dir)
+                entry["artifacts"][arch] = {
+                    "library": f"{v.name}/{arch}/{a.library.name}", "sha256": file_sha256(out_dir / v.name / arch /
+                                                                                          a.library.name),
+                    "build_key": a.key, "tuned_on": source, "dispatch": _plan_json(plan),
+                    "x_align": {role: x_align(m, plan) for role, m in v.members},
+                    "checks": [c.text("", "<passed>") for _, block in group_checks(v, plan) for c in block]}
+                continue
             xa, layout = x_align(v, plan), layout_of(v)
             table = checks.table(resolve(v), layout, xa)
             if v.name not in entries:  # the variant's own fields: the same for every arch
                 entries[v.name] = {"spec": v.spec_name, "content_key": v.content_key(), "variant": v.math_fields(),
                                    "layout": layout_json(layout), "abi": abi(v, table), "artifacts": {}}
             entry = entries[v.name]
-            target = out_dir / v.name / arch
-            with writing(target, _ELSEWHERE):
-                target.mkdir(parents=True, exist_ok=True)
-            for built in (a.library, a.source):
-                with writing(target / built.name, _ELSEWHERE):
-                    shutil.copyfile(built, target / built.name)
+            target = _copy_artifact(v.name, arch, a, out_dir)
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
                                         "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
@@ -124,6 +171,17 @@ def export(variants: list[Variant], archs: tuple[str, ...], out_dir: Path, jobs:
     return path
 
 
+def _copy_artifact(name: str, arch: str, a: Artifact, out_dir: Path) -> Path:
+    """The library and its source into DIR/<name>/<arch>/ (the folder returned)."""
+    target = out_dir / name / arch
+    with writing(target, _ELSEWHERE):
+        target.mkdir(parents=True, exist_ok=True)
+    for built in (a.library, a.source):
+        with writing(target / built.name, _ELSEWHERE):
+            shutil.copyfile(built, target / built.name)
+    return target
+
+
 def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> str:
     if gpu is None:
         raise KernelgenError(f"{directory}: no CUDA GPU here; the export holds {', '.join(available)}")
@@ -134,8 +192,9 @@ def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> st
                          f"holds {', '.join(available)}: export again with --arch sm_{gpu.capability.replace('.', '')}a")
 
 
-def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op:
-    """Load an exported variant for this GPU's arch (no nvcc needed); the library's sha256 is checked."""
+def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op | GroupOp:
+    """Load an exported variant (an Op) or launch group (a GroupOp) for this GPU's arch (no nvcc needed); the
+    library's sha256 is checked."""
     root = Path(directory)
     try:
         manifest = json.loads((root / MANIFEST).read_text())
@@ -155,9 +214,18 @@ def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | 
     library = root / art["library"]
     if not library.is_file() or file_sha256(library) != art["sha256"]:
         raise LayoutMismatch(f"{library}: missing or modified (sha256 differs from the manifest); export again")
+    plan = _plan_from_json(art["dispatch"])
+    if "group" in entry:  # a launch group: its members from their math, one launch
+        members = entry["group"]  # by role; the manifest's keys are sorted, the kernel's order is ROLES'
+        g = Group(variant, tuple((role, Variant(name=members[role]["variant"], spec_name=entry["spec"],
+                                                **members[role]["math"])) for role in ROLES if role in members),
+                  spec_name=entry["spec"])
+        if g.content_key() != entry["content_key"]:
+            raise KernelgenError(f"{root}/{MANIFEST}: group {variant} does not match its content key; export again")
+        return GroupOp(Artifact(g.with_launch(plan.configs[0]), art["build_key"], library.parent, plan),
+                       f"export:{arch}")
     v = Variant(name=variant, spec_name=entry["spec"], **entry["variant"])
     if v.content_key() != entry["content_key"]:
         raise KernelgenError(f"{root}/{MANIFEST}: variant {variant} does not match its content key; export again")
-    plan = _plan_from_json(art["dispatch"])
     return Op(Artifact(v.with_launch(plan.configs[0]), art["build_key"], library.parent, plan), f"export:{arch}")
 

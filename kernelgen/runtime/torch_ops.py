@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from .group_op import GroupOp
 from .op import Op
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 NAMESPACE = "kernelgen"
 SCHEMA = ("(Tensor x, Tensor? weight, Tensor? freqs, Tensor? positions, Tensor out_loc, Tensor(a!) kvcache, "
           "float eps=1e-06, Tensor? bias=None, Tensor? scale=None) -> ()")
-_registered: dict[str, Op] = {}  # variant name -> the op its custom op calls (re-registering swaps it)
+_registered: dict[str, Any] = {}  # variant or group name -> the op its custom op calls (re-registering swaps it)
 _library: Any = None
 
 
@@ -59,5 +60,41 @@ def register(op: Op) -> Any:
         lib.impl(name, impl, "CUDA")
         lib.impl(name, impl, "CPU")  # so a CPU tensor gets kernelgen's message, not a dispatch error
         torch.library.register_fake(f"{NAMESPACE}::{name}", _fake(name), lib=lib)
+    _registered[name] = op
+    return getattr(torch.ops.kernelgen, name)
+
+
+def group_schema(op: GroupOp) -> str:
+    """A launch group's schema: its symbol's tensors by name, each output (a member's dense output or cache)
+    declared mutated in place with an alias set of its own, then eps."""
+    outputs = {op.group.names(role)["kvcache"] for role in op.group.roles}
+    sets = iter("abcdefgh")
+    params = [f"Tensor({next(sets)}!) {a}" if a in outputs else f"Tensor {a}" for a in op.args]
+    return "(" + ", ".join(params + ["float eps=1e-06"]) + ") -> ()"
+
+
+def register_group(op: GroupOp) -> Any:
+    """register() for a launch group: torch.ops.kernelgen.<group name>(q, k, v, ..., q_out, k_cache, v_cache, ...,
+    eps=1e-6), its arguments in `op.args` order. Under torch.compile pass a q_out of its own (a Q output that
+    aliases the q input is for eager calls and CUDA graphs)."""
+    import torch
+
+    name = op.group.name
+    names = op.args
+    if name not in _registered:
+        lib = _lib()
+        lib.define(name + group_schema(op))
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            tensors, rest = args[:len(names)], args[len(names):]
+            eps = kwargs.get("eps", rest[0] if rest else 1e-6)
+            _registered[name](**dict(zip(names, tensors)), eps=eps)
+
+        def check(*args: Any, **kwargs: Any) -> None:
+            _registered[name].checker.check(dict(zip(names, args[:len(names)])), metadata_only=True)
+
+        lib.impl(name, run, "CUDA")
+        lib.impl(name, run, "CPU")
+        torch.library.register_fake(f"{NAMESPACE}::{name}", check, lib=lib)
     _registered[name] = op
     return getattr(torch.ops.kernelgen, name)

@@ -32,6 +32,12 @@ class Group:
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        roles = [role for role, _ in self.members]
+        if roles != [r for r in ROLES if r in roles] or len(set(roles)) != len(roles) or not roles:
+            raise ValueError(f"launch group {self.name}: members {roles} must be distinct roles in the order "
+                             f"{', '.join(ROLES)} (the kernel's blocks and the symbol's arguments follow it)")
+
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(role for role, _ in self.members)
