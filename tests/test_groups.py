@@ -255,3 +255,26 @@ def test_a_group_is_a_torch_custom_op_whose_fake_checks_metadata(tmp_path: Path)
         with pytest.raises(LayoutMismatch, match=r"^cake_8_1: k must have as many rows \(tokens\) as q"):
             short = torch.empty_strided((2, 128), (1280, 1), dtype=torch.bfloat16, device="cuda")
             torch_op(*(short if a == "k" else fake[a] for a in op.args))
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("name", ["cake_64_8_fp8", "llama3_8b_fp8", "gptoss_bf16"])
+def test_the_float64_oracle_holds_every_member_of_a_group(name: str) -> None:
+    """The oracle (float64 math, a window for float32 rounding) accepts every stored value of every member that
+    the reference wrote, and nothing outside the written slots changed; a wrong code is a violation."""
+    from kernelgen.measure.oracle import check_group_against_oracle
+
+    g = resolve_group(SPEC.group(name))
+    inputs = group_inputs(g, 37, 4, "cpu", seed=5)
+    poisons = {role: inputs[g.names(role)["kvcache"]].clone() for role in g.roles}
+    for role, v in g.members:
+        mine = member_inputs(g, role, inputs)
+        reference.store(v, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"],
+                        mine["kvcache"], 1e-6, mine["bias"], scale=mine["scale"])
+    reports = check_group_against_oracle(g, inputs, poisons=poisons)
+    assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
+    k_cache = inputs[g.names("k")["kvcache"]]
+    slot = int(inputs["out_loc"][inputs["out_loc"] >= 0][0])
+    page, row = divmod(slot * g.member("k").heads, g.member("k").page_size * g.member("k").heads)
+    k_cache[page, row * layout_of(g.member("k").row_variant).fields[0].stride] ^= 0x10  # one value's bits
+    assert not check_group_against_oracle(g, inputs, poisons=poisons)[1].ok

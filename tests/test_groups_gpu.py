@@ -219,3 +219,16 @@ def test_group_torch_op_under_compile_matches_eager(session_cache: Path) -> None
     for role in g.roles:
         out = g.names(role)["kvcache"]
         assert torch.equal(inputs[out], eager[out]), role
+
+
+@pytest.mark.parametrize("g", GROUPS, ids=lambda g: g.name)
+def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: Path, g: Any) -> None:
+    from kernelgen.measure.oracle import check_group_against_oracle
+
+    op = group_op(g, session_cache)
+    v = op.variant_for(300)
+    inputs = {k: t for k, t in group_inputs(v, 300, 8, "cuda", seed=21).items() if k != "qkv"}
+    poisons = {role: inputs[g.names(role)["kvcache"]].clone() for role in g.roles}
+    op(**inputs)
+    reports = check_group_against_oracle(v, inputs, poisons=poisons)
+    assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]

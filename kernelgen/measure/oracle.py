@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..layout.layout import Layout, layout_of
 from ..layout.pages import read_fields, split_heads, written_mask
 from ..spec.formats import Part, format_of
+from ..spec.group import Group
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -539,3 +540,13 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     amax = rows.value.abs().amax(-1).clamp_min(1e-30)
     window = float((width.amax(-1) / amax).max()) if keep.any() else 0.0
     return OracleReport(v.name, int(keep.sum()), tuple(checks), outside, window, scale_tol)
+
+
+def check_group_against_oracle(g: Group, inputs: dict[str, Any], eps: float = 1e-6,
+                               poisons: dict[str, torch.Tensor] | None = None) -> list[OracleReport]:
+    """check_against_oracle for every member of a launch group: inputs are the group's (its symbol's names, as
+    measure.inputs.group_inputs makes them), each member's output read from its own argument."""
+    from .inputs import member_inputs
+
+    return [check_against_oracle(v, inputs[g.names(role)["kvcache"]], member_inputs(g, role, inputs), eps,
+                                 None if poisons is None else poisons[role]) for role, v in g.members]
