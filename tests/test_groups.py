@@ -16,7 +16,9 @@ from kernelgen.errors import GuardViolation, LayoutMismatch, SpecError
 from kernelgen.layout.layout import layout_of
 from kernelgen.measure import reference
 from kernelgen.measure.inputs import group_inputs, make_inputs, member_inputs
-from kernelgen.measure.verify import verify_group
+from kernelgen.layout.pages import pages_of
+from kernelgen.measure.oracle import check_against_oracle
+from kernelgen.measure.verify import compare, verify_group
 from kernelgen.runtime.group_op import GroupChecker, as_rows
 from kernelgen.spec.parse import load_spec, parse_spec
 from kernelgen.spec.variant import Variant
@@ -278,3 +280,94 @@ def test_the_float64_oracle_holds_every_member_of_a_group(name: str) -> None:
     page, row = divmod(slot * g.member("k").heads, g.member("k").page_size * g.member("k").heads)
     k_cache[page, row * layout_of(g.member("k").row_variant).fields[0].stride] ^= 0x10  # one value's bits
     assert not check_group_against_oracle(g, inputs, poisons=poisons)[1].ok
+
+
+@pytest.mark.pure
+def test_hnd_pages_put_each_head_s_slots_together() -> None:
+    """kv_layout: hnd: a page is [heads, page_size, record]; the reference writes head h of the token in slot s
+    at [s // page_size, h, s % page_size] (checked through a plain torch view of the pool), and decode reads it
+    back; the same rows under NHD land at [s // page_size, s % page_size, h]."""
+    base = Variant("kv_nhd", head_dim=128, heads=4, rope_dim=128, rope_place="head", rope_style="neox", norm="rms",
+                   store="bf16", page_size=16)
+    hnd = replace(base, name="kv_hnd", kv_layout="hnd")
+    assert layout_of(hnd).page_bytes == layout_of(base).page_bytes and layout_of(hnd).hnd
+    assert layout_of(hnd).byte_map() == [(0, 16384, "values: 4 x 16 x 256 B bf16 values")]
+    inputs = make_inputs(hnd, 40, 6, "cpu", seed=7)
+    caches = {}
+    for v in (base, hnd):
+        cache = torch.zeros_like(inputs["kvcache"])
+        reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], cache)
+        caches[v.kv_layout] = cache
+    pages = inputs["kvcache"].shape[0]
+    nhd_view = caches["nhd"].view(torch.bfloat16).view(pages, 16, 4, 128)
+    hnd_view = caches["hnd"].view(torch.bfloat16).view(pages, 4, 16, 128)
+    written = reference.written_rows(hnd, inputs["out_loc"], inputs["positions"], inputs["freqs"], caches["hnd"])
+    slots = inputs["out_loc"][written]
+    assert slots.numel() > 20
+    assert torch.equal(hnd_view[slots // 16, :, slots % 16], nhd_view[slots // 16, slots % 16, :])
+    decoded = pages_of(hnd).decode(caches["hnd"], slots)
+    assert torch.equal(decoded, hnd_view[slots // 16, :, slots % 16].float())
+    # the comparison and the oracle read the same places: the reference's cache against itself is exact
+    poison = torch.zeros_like(inputs["kvcache"])
+    assert compare(hnd, caches["hnd"], caches["hnd"], poison, inputs).ok
+    assert not compare(hnd, caches["nhd"], caches["hnd"], poison, inputs).ok
+    assert check_against_oracle(hnd, caches["hnd"], inputs, poison=poison).ok
+    with pytest.raises(GuardViolation, match=r"kv_layout: hnd arranges the heads of a paged cache .* \[guard hnd_needs_pages\]"):
+        precheck(replace(hnd, slots="token", page_size=1))
+    spec = parse_spec("family: fused_norm_rope_store\nname: m\nmodels:\n  - {name: hm, num_q_heads: 8, "
+                      "num_kv_heads: 4, head_dim: 128, kv_layout: hnd}\n", "m.yaml")
+    assert [spec.groups[0].member(r).kv_layout for r in ("q", "k", "v")] == ["nhd", "hnd", "hnd"]
+
+
+@pytest.mark.build
+def test_hnd_variants_compile_for_every_target() -> None:
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+
+    v = Variant("hnd_fp8", head_dim=128, heads=8, rope_dim=128, rope_place="head", rope_style="neox",
+                store="fp8_scaled", page_size=16, kv_layout="hnd")
+    results = compile_only([v], toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"))
+    assert all(r.ok for r in results), results
+
+
+@pytest.mark.build
+def test_deepseek_v4_query_paths_compile_for_every_target() -> None:
+    """examples/dsv4_q_paths.yaml: the indexer's Q prep (64 heads, Hadamard, per-head fp8 into a dense output),
+    the main Q rotation (128 heads of 512) and the layer's Q rotation + FlashMLA KV insert in one launch."""
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+
+    spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "dsv4_q_paths.yaml"))
+    assert spec.variant("main_kv").content_key() == load_spec("dsv4_mainkv").variant("dsv4_mainkv_fp8mla_p64").content_key()
+    results = compile_only(list(spec.kernels), toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"))
+    assert all(r.ok for r in results) and len(results) == 3 * len(spec.kernels), [r for r in results if not r.ok]
+
+
+@pytest.mark.build
+def test_more_models_are_spec_entries_that_compile_for_every_target() -> None:
+    """examples/more_models.yaml (Gemma 3 with D 256 and full rotary, Mistral fp8, Qwen3-MoE with HND pages, GLM-4
+    with partial rotary): written as model entries only, every kernel compiles for every target."""
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+
+    spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "more_models.yaml"))
+    gemma = spec.group("gemma3_4b")
+    assert (gemma.member("k").head_dim, gemma.member("k").rope_dim, gemma.member("k").norm) == (256, 256, "rms_gemma")
+    assert spec.group("glm4_9b").member("q").rope_dim == 64 and spec.group("qwen3_30b_a3b_hnd").member("v").kv_layout == "hnd"
+    results = compile_only(list(spec.groups), toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"))
+    assert all(r.ok for r in results) and len(results) == 3 * len(spec.groups), [r for r in results if not r.ok]
+
+
+@pytest.mark.pure
+def test_a_full_rotary_256_dim_head_matches_its_float64_oracle() -> None:
+    """rope_dim 256 (Gemma's full rotary on D 256): the reference's rows are within the oracle's bound, NeoX pairs
+    (j, j + 128) over the whole head."""
+    from kernelgen.measure.oracle import check_against_oracle
+
+    v = Variant("rot256", head_dim=256, heads=2, rope_dim=256, rope_place="head", rope_style="neox", norm="rms_gemma",
+                rope_table="halves", store="bf16", page_size=16)
+    precheck(v)
+    inputs = make_inputs(v, 30, 4, "cpu", seed=8)
+    reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
+                    inputs["kvcache"])
+    assert check_against_oracle(v, inputs["kvcache"], inputs).ok

@@ -232,3 +232,57 @@ def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: 
     op(**inputs)
     reports = check_group_against_oracle(v, inputs, poisons=poisons)
     assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
+
+
+def test_hnd_caches_are_exact_for_every_launch_the_tuner_may_choose(session_cache: Path) -> None:
+    """kv_layout: hnd (pages [heads, page_size, head_dim]): every candidate launch writes the reference's bytes."""
+    from kernelgen.spec.parse import parse_spec
+
+    spec = parse_spec("family: fused_norm_rope_store\nname: hndt\nmodels:\n  - {name: hnd_layer, num_q_heads: 16, "
+                      "num_kv_heads: 4, head_dim: 128, qk_norm: rms, kv_store: fp8_scaled, kv_layout: hnd}\n", "hndt.yaml")
+    [g] = spec.groups
+    cands, _ = group_candidates(g, default_space(g.members[0][1]))
+    op = group_op(g, session_cache, cands)
+    bad = []
+    for index, config in enumerate(op.plan.configs):
+        for n in (1, 300):
+            def run(eps: float, **tensors: Any) -> None:
+                op.launch_config(index, False, op.tensors(tensors), eps)
+            bad += [(config.id, n, f) for f in failures_of(verify_group(g.with_launch(config), run, n, 4, "cuda",
+                                                                        seed=n + index))]
+    assert not bad, bad[:5]
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("name", ["gemma3_4b", "mistral_7b_fp8", "qwen3_30b_a3b_hnd", "glm4_9b"])
+def test_more_models_match_every_members_reference_and_the_oracle(session_cache: Path, name: str) -> None:
+    """examples/more_models.yaml (D 256 full rotary with Gemma's norm, fp8, HND pages, partial rotary)."""
+    from kernelgen.measure.oracle import check_group_against_oracle
+    from kernelgen.spec.parse import load_spec
+
+    g = load_spec(str(EXAMPLES / "more_models.yaml")).group(name)
+    op = group_op(g, session_cache)
+    for n in (1, 37, 4096):
+        assert not failures_of(verify_group(op.variant_for(n), op, n, 8, "cuda", seed=n))
+    inputs = {k: t for k, t in group_inputs(op.variant_for(300), 300, 8, "cuda", seed=4).items() if k != "qkv"}
+    op(**inputs)
+    assert all(r.ok for r in check_group_against_oracle(op.variant_for(300), inputs))
+
+
+def test_deepseek_v4_query_paths_match_their_references(session_cache: Path) -> None:
+    from kernelgen.build.lifecycle import build as build_all
+    from kernelgen.measure.verify import verify
+    from kernelgen.runtime.op import Op
+    from kernelgen.spec.parse import load_spec
+
+    spec = load_spec(str(EXAMPLES / "dsv4_q_paths.yaml"))
+    for n in (1, 37, 1024):
+        assert not failures_of(verify_group(group_op(spec.group("layer_q_kv"), session_cache).variant_for(n),
+                                            group_op(spec.group("layer_q_kv"), session_cache), n, 8, "cuda", seed=n))
+    [artifact] = build_all([spec.variant("indexer_q")], toolchain.detect(), toolchain.resolve_archs(None), session_cache)
+    op = Op(artifact)
+    for n in (1, 37, 1024):
+        report = verify(op.variant_for(n), op, n, 8, "cuda", seed=n)
+        assert report.ok, report.as_dict()

@@ -25,6 +25,7 @@ VIOLATIONS: dict[str, Variant] = {
     "heads_range": Variant("g_heads_range", heads=129),
     "norm_bias_needs_layer": Variant("g_norm_bias_needs_layer", norm_bias=True),
     "token_slots_one_per_page": Variant("g_token_slots_one_per_page", slots="token", page_size=16),
+    "hnd_needs_pages": Variant("g_hnd_needs_pages", heads=4, slots="token", page_size=1, kv_layout="hnd"),
     "round_needs_quantized_store": Variant("g_round_needs_quantized_store", round_through_bf16=True),
     "flashmla_shape": Variant("g_flashmla_shape", head_dim=256, store="fp8_flashmla"),
     "flashmla_no_hadamard": Variant("g_flashmla_no_hadamard", head_dim=512, store="fp8_flashmla", hadamard=True),

@@ -15,7 +15,7 @@ input sets covering 3x the L2, so every call reads DRAM), the kernels interleave
 empty-kernel floor measured in the same run. Decode: N requests of one new token each (random lengths up to
 4096); prefill: requests of 1024 new tokens.
 
-    python tools/flashinfer_build.py --compile-only                      # CPU machine: the FlashInfer build works
+    python tools/flashinfer_build.py --extract WHEEL --compile-only     # CPU machine: .fi/ from the wheel, and it builds
     python tools/attention_prep_side_by_side.py --out tools/results/h200_side_by_side_flashinfer.json   # on the GPU
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the GPU evidence in tools/results/ on a GPU machine: run the phases named on the command
 # line, each writing its logs and JSON into one folder, RESULTS_DIR (default: a new temporary one).
-# Phases: test sanitize tune bench host ncu ab.  Files come back without the h200_ prefix of
+# Phases: test sanitize tune bench host ncu ab prep.  Files come back without the h200_ prefix of
 # tools/results/ (tools/results/README.md says which file each phase writes).
 #   tools/device_run.sh test sanitize tune       then       tools/device_run.sh bench host
 # ncu takes NCU_VARIANTS, NCU_TOKENS and NCU_WORKLOAD (prefill or decode); tune, bench take SPECS.
@@ -64,6 +64,10 @@ for phase in "$@"; do
       python3 -c "import torch, tvm_ffi; print('torch', torch.__version__, 'tvm-ffi', tvm_ffi.__version__, 'DLPack C exchange API:',
         any(hasattr(torch.Tensor, a) for a in ('__dlpack_c_exchange_api__', '__c_dlpack_exchange_api__')))" | tee "$RES/host_profile.log"
       python3 tools/host_profile.py 2>&1 | tee -a "$RES/host_profile.log" ;;
+    prep)  # the attention-prep launch groups beside FlashInfer's fused kernels (needs .fi/: tools/flashinfer_build.py)
+      python3 tools/attention_prep_side_by_side.py --fp8 ${PREP_ARGS:-} --out "$RES/side_by_side_flashinfer.json" \
+        > "$RES/side_by_side_flashinfer.log" 2>&1
+      tail -3 "$RES/side_by_side_flashinfer.log" ;;
     ab)  # ab_old/: the old tree (see tools/ab_kernels.py)
       python3 tools/ab_kernels.py ab_old ${AB_SETS:-dsv4_indexer:dsv4_indexer_bf16_p64,dsv4_indexer_fp8_p64,dsv4_indexer_fp4_p64 dsv4_mainkv:dsv4_mainkv_fp8mla_p64,dsv4_mainkv_bf16_p64} \
         ${AB_ARGS:-} --json "$RES/ab_kernels.json" 2>&1 | tee "$RES/ab_kernels.log" | tail -32 ;;

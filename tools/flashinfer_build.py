@@ -17,6 +17,8 @@ CUDA's, tvm-ffi's headers; one .so per module (every cake binding exports the sa
 tvm_ffi.load_module. Libraries are cached under CACHE_DIR by a hash of .fi/, the flags, nvcc's version and
 tvm-ffi's version.
 
+    pip download --no-deps flashinfer-python==0.7.2 -d /tmp/fi     # the wheel (65 MB), once
+    python tools/flashinfer_build.py --extract /tmp/fi/flashinfer_python-0.7.2-py3-none-any.whl   # the cake sources -> .fi/
     python tools/flashinfer_build.py --compile-only [--classic]   # compile and link every module; no GPU
     python tools/flashinfer_build.py [--cache-dir DIR] [--classic] # build (cached) and load on the GPU
 
@@ -556,6 +558,34 @@ def load(cache_dir: Path | str | None = None, classic: bool = False, jobs: Optio
     return FlashInferPrep(libraries, targets(classic))
 
 
+# What the two cake modules need from the wheel (under flashinfer/data/): their packages' sm_90a builds and
+# manifests, the bindings' shared header, the one FlashInfer header they include, and the license.
+WHEEL_DATA = "flashinfer/data/"
+WHEEL_FILES = ("csrc/tvm_ffi_utils.h", "include/flashinfer/layout.cuh")
+
+
+def extract(wheel: Path) -> int:
+    """Copy the cake modules' sources out of a FlashInfer 0.7.2 wheel into .fi/ (not the classic module's)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        wanted = [n for n in names if n.startswith(WHEEL_DATA) and (
+            n[len(WHEEL_DATA):] in WHEEL_FILES or any(
+                n[len(WHEEL_DATA):].startswith(f"csrc/{pkg}/") and ("/" not in n[len(WHEEL_DATA) + 6 + len(pkg):]
+                                                                    or f"/{ARCH}/" in n) for pkg in (BF16_PKG, FP8_PKG)))]
+        licence = next((n for n in names if n.endswith("licenses/LICENSE") or n.endswith("/LICENSE")), None)
+        for n in wanted:
+            target = FI_DIR / n[len(WHEEL_DATA):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(n))
+        if licence:
+            (FI_DIR / "LICENSE").write_bytes(z.read(licence))
+    targets()  # every source the manifests name is there, with its sha256
+    print(f"extracted {len(wanted)} files into {FI_DIR} (sha256 of every source checked against its manifest)")
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compile-only", action="store_true",
@@ -564,7 +594,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--classic", action="store_true", help="also build rope.cu (rope_quantize_fp8_append_paged_kv_cache)")
     ap.add_argument("--jobs", type=int, default=None, help="parallel nvcc processes (default: CPU count)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every nvcc command")
+    ap.add_argument("--extract", type=Path, metavar="WHEEL",
+                    help="first copy the cake modules' sources out of this wheel (pip download flashinfer-python==0.7.2)")
     a = ap.parse_args(argv)
+    if a.extract:
+        extract(a.extract)
     home = cuda_home()
     print(f"nvcc: {home / 'bin' / 'nvcc'} ({nvcc_version(home / 'bin' / 'nvcc')}); tvm-ffi {tvm_ffi_paths()[2]}; "
           f"flags: {' '.join(NVCC_FLAGS)}", flush=True)

@@ -153,9 +153,12 @@ def main() -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"rekey: {args.record_file} is not a tuning record file ({exc})", file=sys.stderr)
         return 2
-    rev = args.rev if args.archive else subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", args.rev], check=True, capture_output=True,
-        text=True).stdout.strip()  # a fixed commit in the proof, not a moving name like HEAD
+    # a fixed commit in the proof, not a moving name like HEAD (also with --archive, where git knows the name)
+    named = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.rev], capture_output=True, text=True)
+    if named.returncode != 0 and not args.archive:
+        print(f"rekey: git does not know {args.rev!r}: {named.stderr.strip()}", file=sys.stderr)
+        return 2
+    rev = named.stdout.strip() if named.returncode == 0 else args.rev
     arch = records.arch_of(gpu)
     moved_records: list[records.Record] = []
     left: list[records.Rejected] = []  # records not moved: kept beside the file, never dropped

@@ -104,6 +104,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
         "page_size": v.page_size,
         "token_slots": _cpp_bool(v.slots == "token"),
+        "hnd": _cpp_bool(v.kv_layout == "hnd" and v.heads > 1),
         "page_bytes": layout.page_bytes,
         "store_align": layout.store_align,
         "checks": cpp_checks(v, layout, xa),

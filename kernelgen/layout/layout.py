@@ -45,6 +45,11 @@ class Layout:
     fields: tuple[Field, ...]
     segments: tuple[Segment, ...] = ()  # how the row's dims map onto the value fields (codec and oracle)
     heads: int = 1  # records per token: head h of the token in slot s is record s * heads + h
+    hnd_heads: int = 0  # HND with this many heads: record s * H + h sits at h * page_size + s % page_size of its page
+
+    @property
+    def hnd(self) -> bool:
+        return self.hnd_heads > 0
 
     @property
     def records_per_page(self) -> int:
@@ -72,7 +77,7 @@ class Layout:
         return sum(f.size for f in self.fields) * self.heads
 
     def describe(self) -> str:
-        heads = f" ({self.heads} heads)" if self.heads > 1 else ""
+        heads = f" ({self.heads} heads{', HND' if self.hnd else ''})" if self.heads > 1 else ""
         return f"{self.bytes_per_token} B/token{heads} x {self.page_size}"
 
     def byte_map(self) -> list[tuple[int, int, str]]:
@@ -82,7 +87,8 @@ class Layout:
         for f in self.fields:
             end = f.base + f.stride * (n - 1) + f.size
             every = "" if f.stride == f.size else f" every {f.stride} B"
-            count = f"{self.page_size} x {self.heads}" if self.heads > 1 else f"{n}"
+            count = (f"{self.heads} x {self.page_size}" if self.hnd else f"{self.page_size} x {self.heads}") \
+                if self.heads > 1 else f"{n}"
             spans.append((f.base, end, f"{f.name}: {count} x {f.size} B {f.what}{every}"))
         spans.sort()
         out: list[tuple[int, int, str]] = []
@@ -139,7 +145,7 @@ def layout_of(v: Variant) -> Layout:
     if v.heads > 1:
         rows = layout_of(v.row_variant)
         return replace(rows, variant_name=v.name, page_size=v.page_size, heads=v.heads,
-                       bytes_per_token=rows.bytes_per_token * v.heads)
+                       bytes_per_token=rows.bytes_per_token * v.heads, hnd_heads=hnd_heads(v))
     fmt, p = format_of(v), v.page_size
     sized = {f.name: f for f in _sized_fields(v, fmt)}
     placed: dict[str, Field] = {}
@@ -163,3 +169,15 @@ def layout_of(v: Variant) -> Layout:
     fields = tuple(placed[f.name] for f in sized.values())
     segments = tuple(Segment(part, *part_dims(part, v)) for part in fmt.parts)
     return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments)
+
+
+def hnd_heads(v: Variant) -> int:
+    """The heads of an HND variant (the in-page permutation of its records), else 0."""
+    return v.heads if v.kv_layout == "hnd" and v.heads > 1 else 0
+
+
+def row_layout(v: Variant) -> Layout:
+    """The layout of v's one-head rows (v.row_variant), keeping v's arrangement of records in a page: the
+    reference, the comparison and the oracle work on rows and write or read them through this."""
+    rows = layout_of(v.row_variant)
+    return replace(rows, hnd_heads=hnd_heads(v)) if hnd_heads(v) else rows

@@ -80,7 +80,11 @@ def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[
     per_page = layout.records_per_page
     valid = (loc >= 0) & (loc < num_pages * per_page)
     safe = torch.where(valid, loc, torch.zeros_like(loc))
-    return valid, safe // per_page, safe % per_page
+    page, off = safe // per_page, safe % per_page
+    if layout.hnd:  # record s * H + h at h * (per_page / H) + s % (per_page / H): the in-page offset permuted
+        heads = layout.hnd_heads
+        off = (off % heads) * (per_page // heads) + off // heads
+    return valid, page, off
 
 
 def written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 # Only byte positions come from the library: the arithmetic below is written from the math and
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
-from ..layout.layout import Layout, layout_of
+from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import read_fields, split_heads, written_mask
 from ..spec.formats import Part, format_of
 from ..spec.group import Group
@@ -507,7 +507,7 @@ def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, n
 
 
 def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any], eps: float = 1e-6,
-                         poison: torch.Tensor | None = None) -> OracleReport:
+                         poison: torch.Tensor | None = None, layout: Layout | None = None) -> OracleReport:
     """Hold every stored value of the written rows to the oracle; with poison (the cache before the
     write), also count bytes changed outside the written slots."""
     import torch
@@ -517,8 +517,8 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
 
     if v.heads > 1:  # rows of (token, head)
         rv, rows_in = split_heads(v, inputs)
-        return check_against_oracle(rv, cache, rows_in, eps, poison)
-    layout = layout_of(v)
+        return check_against_oracle(rv, cache, rows_in, eps, poison, row_layout(v))
+    layout = layout or layout_of(v)
     cache = cache.cpu()
     freqs, positions = inputs["freqs"], cpu(inputs["positions"])
     out_loc = inputs["out_loc"].cpu().long()

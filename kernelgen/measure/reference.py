@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..codegen.launch import geometry, resolve
 from ..layout import codec
-from ..layout.layout import Layout, layout_of
+from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import split_heads, write_fields
 from ..spec.variant import Variant
 
@@ -136,16 +136,19 @@ def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | No
 
 def store(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
           positions: torch.Tensor | None, out_loc: torch.Tensor, kvcache: torch.Tensor, eps: float = 1e-6,
-          bias: torch.Tensor | None = None, all_valid: bool = False, scale: torch.Tensor | None = None) -> None:
+          bias: torch.Tensor | None = None, all_valid: bool = False, scale: torch.Tensor | None = None,
+          layout: Layout | None = None) -> None:
     """What the kernel does, into kvcache in place. all_valid: the caller guarantees every row is
     written (valid slot, position inside freqs), so no row mask is built (see pages.write_fields).
-    scale: the global scale g of a format that has one (nvfp4)."""
+    scale: the global scale g of a format that has one (nvfp4). layout: where rows go (a multi-head
+    variant's rows: row_layout)."""
     import torch
 
     if v.heads > 1:
         rv, r = split_heads(v, dict(x=x, positions=positions, out_loc=out_loc))
-        return store(rv, r["x"], weight, freqs, r["positions"], r["out_loc"], kvcache, eps, bias, all_valid, scale)
-    layout: Layout = layout_of(v)
+        return store(rv, r["x"], weight, freqs, r["positions"], r["out_loc"], kvcache, eps, bias, all_valid, scale,
+                     row_layout(v))
+    layout = layout or layout_of(v)
     y = rows(v, x, weight, freqs, positions, eps, bias)
     fields = codec.encode(layout, y, v.round_through_bf16, scale)
     if all_valid:

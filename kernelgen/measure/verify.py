@@ -4,13 +4,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..codegen.launch import resolve_group
 from ..layout import codec
-from ..layout.layout import layout_of
-from ..layout.pages import pages_of, read_fields, split_heads, written_mask
+from ..layout.layout import Layout, layout_of, row_layout
+from ..layout.pages import Pages, read_fields, split_heads, written_mask
+from ..spec.group import Group
 from ..spec.variant import Variant
 from . import reference
-from ..codegen.launch import resolve_group
-from ..spec.group import Group
 from .inputs import group_inputs, make_inputs, member_inputs
 
 if TYPE_CHECKING:
@@ -53,13 +53,14 @@ def _code_rank(codes: torch.Tensor, encoding: str) -> torch.Tensor:
     return torch.where(neg, -mag, mag)
 
 
-def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Tensor, inputs: dict[str, Any]) -> Report:
+def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Tensor, inputs: dict[str, Any],
+            layout: Layout | None = None) -> Report:
     import torch
 
     if v.heads > 1:  # rows of (token, head): the report counts rows
         rv, rows_in = split_heads(v, inputs)
-        return compare(rv, got, want, poison, rows_in)
-    layout = layout_of(v)
+        return compare(rv, got, want, poison, rows_in, row_layout(v))
+    layout = layout or layout_of(v)
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], got)
     loc = torch.where(keep, inputs["out_loc"].long(), -1)
     mask = written_mask(layout, got, loc)
@@ -86,7 +87,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
         else:  # ue8m0
             ue8m0_bad += int((a != b).sum())
     rows = reference.rows(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], 1e-6, inputs["bias"])
-    decoded = pages_of(v).decode(got, loc, inputs.get("scale"))[keep]
+    decoded = Pages.of(layout).decode(got, loc, inputs.get("scale"))[keep]
     rel = float((decoded - rows[keep]).norm() / rows[keep].norm().clamp_min(1e-30))
     return Report(v.name, int(loc.numel()), int(keep.sum()), int((~keep).sum()), bf16_bad, code_bad, code_far, codes,
                   scale_ulp, ue8m0_bad, outside, rel)

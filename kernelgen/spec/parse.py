@@ -394,13 +394,14 @@ MODEL_DEFAULTS: dict[str, object] = {
     "rope_style": "neox", "rope_table": "halves", "qk_norm": "none",
     "q_store": "bf16",  # or "none": no Q output (the group writes K and V only)
     "kv_store": "bf16", "k_store": None, "v_store": None,  # k_store / v_store default to kv_store
-    "page_size": 16, "input_dtype": "bf16", "weight_dtype": "fp32",
+    "page_size": 16, "kv_layout": "nhd", "input_dtype": "bf16", "weight_dtype": "fp32",
 }
 MODEL_KEYS = ("name", *MODEL_DEFAULTS, "launch")
 _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
                "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
-               "page_size": "page_size", "input_dtype": "input_dtype", "weight_dtype": "weight_dtype"}
+               "page_size": "page_size", "kv_layout": "kv_layout", "input_dtype": "input_dtype",
+               "weight_dtype": "weight_dtype"}
 
 
 def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Variant], tuple[Group, ...]]:
@@ -440,11 +441,13 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
             "q": ({**qk, "heads": m["num_q_heads"], "store": m["q_store"], "slots": "token", "page_size": 1},
                   ("num_q_heads", "head_dim", "rotary_dim", "qk_norm", "q_store")),
             "k": ({**qk, "heads": m["num_kv_heads"], "store": m["k_store"] or m["kv_store"],
-                   "page_size": m["page_size"]}, ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "k_store",
-                                                  "kv_store", "page_size")),
+                   "page_size": m["page_size"], "kv_layout": m["kv_layout"]},
+                  ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "k_store", "kv_store", "page_size",
+                   "kv_layout")),
             "v": ({**shared, "head_dim": m["v_head_dim"] or head_dim, "heads": m["num_kv_heads"], "rope_dim": 0,
-                   "norm": "none", "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"]},
-                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size")),
+                   "norm": "none", "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"],
+                   "kv_layout": m["kv_layout"]},
+                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size", "kv_layout")),
         }
         members = []
         for role, (settings, keys) in parts.items():

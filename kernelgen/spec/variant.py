@@ -13,7 +13,8 @@ NormKind = Literal["rms", "layer", "none", "rms_gemma"]  # rms_gemma: RMSNorm ti
 RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
 RopeTable = Literal["pairs", "halves"]
-Slots = Literal["out_loc", "token"]  # where a token's record goes: the slot out_loc names, or row t of a dense output
+Slots = Literal["out_loc", "token"]
+KvLayout = Literal["nhd", "hnd"]  # a multi-head page: [page_size, heads, record] (NHD) or [heads, page_size, record]  # where a token's record goes: the slot out_loc names, or row t of a dense output
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
@@ -86,6 +87,7 @@ class Variant:
     page_size: int = 64
     round_through_bf16: bool = False
     slots: Slots = "out_loc"  # "token": token t's heads go to row t of a dense [N, heads * record] output (no out_loc)
+    kv_layout: KvLayout = "nhd"  # with several heads: a page is [page_size, heads, record] or, "hnd", [heads, page_size, record]
     launch: Launch = field(default_factory=Launch)
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
@@ -145,10 +147,11 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "page_size": (int, None),
     "round_through_bf16": (bool, None),
     "slots": (str, get_args(Slots)),
+    "kv_layout": (str, get_args(KvLayout)),
 }
 # Axes added after records and exports were keyed: left out of content_key() at this default, so a
 # variant that does not use the axis keeps its key (and its tuning records and exports stay valid).
-KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs", "slots": "out_loc"}
+KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs", "slots": "out_loc", "kv_layout": "nhd"}
 _NONE = object()
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
@@ -177,6 +180,8 @@ def short_name(axis: str, value: object) -> str:
         return _NORM_SHORT[str(value)]
     if axis == "slots":
         return "dense" if value == "token" else "paged"
+    if axis == "kv_layout":
+        return str(value)
     if axis in ("input_dtype", "weight_dtype"):
         return f"{'in' if axis == 'input_dtype' else 'w'}{value}"
     if isinstance(value, bool):

@@ -755,8 +755,14 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   const int64_t safe_loc = write ? f.loc : 0;
   constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;
   const int64_t page_bytes = Cfg::kTokenSlots ? p.page_stride : Cfg::kPageBytes;
-  store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * page_bytes,
-        static_cast<int>(safe_loc % kRowsPerPage), write);
+  if constexpr (Cfg::kHnd) {  // record s * heads + h of slot s at h * page_size + s % page_size (HND)
+    const int64_t slot = safe_loc / Cfg::kHeads;
+    store(r, global_scale, p.cache + (slot / Cfg::kPageSize) * page_bytes,
+          static_cast<int>(safe_loc % Cfg::kHeads) * Cfg::kPageSize + static_cast<int>(slot % Cfg::kPageSize), write);
+  } else {
+    store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * page_bytes,
+          static_cast<int>(safe_loc % kRowsPerPage), write);
+  }
 }
 
 template <class Cfg>
