@@ -176,29 +176,40 @@ def rotated_us(op: Op, n: int, workload: str, l2: int) -> tuple[float, int, dict
 
 def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
                   say: Callable[[str], None] = lambda _: None) -> list[Row]:
+    return _bench_rows(op.variant.name, op.plan, tokens, workload, roofline_gbs, baselines, say,
+                       lambda n, l2: rotated_us(op, n, workload, l2),
+                       lambda first, compiled: reference_call(op.variant, first, compiled))
+
+
+def _bench_rows(name: str, plan: Any, tokens: tuple[int, ...], workload: str, roofline_gbs: float,
+                baselines: tuple[str, ...], say: Callable[[str], None],
+                timed: Callable[[int, int], tuple[float, int, dict[str, Any]]],
+                baseline: Callable[[dict[str, Any], bool], Callable[[], None]]) -> list[Row]:
+    """One row per token count: timed(n, l2) -> (us, compulsory bytes, first input set), and each baseline's
+    time and extra memory on that first set (baseline(inputs, compiled) -> a call)."""
     import torch
 
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     rows = []
     for n in tokens:
         floor = empty_kernel_floor_us()  # beside the row: within one run it was seen to rise 0.75 -> 0.93 us
-        us, moved, first = rotated_us(op, n, workload, l2)
+        us, moved, first = timed(n, l2)
         extra: dict[str, Any] = {}
-        for name in baselines:
+        for kind in baselines:
             try:
-                call = reference_call(op.variant, first, compiled=(name == "compile"))
-                key = "eager" if name == "eager" else "compiled"
+                call = baseline(first, kind == "compile")
+                key = "eager" if kind == "eager" else "compiled"
                 extra[f"{key}_us"] = _event_us(call, reps=5 if n >= 262144 else 10)
                 extra[f"{key}_extra_mb"] = round(_extra_memory_mb(call), 1)
             except Exception as exc:  # a baseline that cannot run is reported, not fatal
-                say(f"{op.variant.name} N={n}: {name} baseline failed: {str(exc).splitlines()[0][:120]}")
+                say(f"{name} N={n}: {kind} baseline failed: {str(exc).splitlines()[0][:120]}")
         tbps = moved / (us * 1e-6) / 1e12
-        rows.append(Row(op.variant.name, workload, n, round(us, 3), moved, round(tbps, 3),
-                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra,
+        rows.append(Row(name, workload, n, round(us, 3), moved, round(tbps, 3),
+                        round(100 * tbps * 1e3 / roofline_gbs, 1), plan.launch_for(n).id, **extra,
                         floor_us=round(floor, 3)))
         del first
         torch.cuda.empty_cache()
-        say(f"{op.variant.name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
+        say(f"{name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
     return rows
 
 
@@ -221,35 +232,18 @@ def group_reference_call(g: Group, inputs: dict[str, Any], compiled: bool) -> Ca
 def bench_group(op: GroupOp, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
                 say: Callable[[str], None] = lambda _: None) -> list[Row]:
     """bench_variant for a launch group: one launch writes every member; bytes are all members' (group_compulsory_bytes)."""
-    import torch
+    return _bench_rows(op.group.name, op.plan, tokens, workload, roofline_gbs, baselines, say,
+                       lambda n, l2: group_rotated_us(op, n, workload, l2),
+                       lambda first, compiled: group_reference_call(op.group, first, compiled))
 
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    g = op.group
-    rows = []
-    for n in tokens:
-        floor = empty_kernel_floor_us()
-        first = group_workload_inputs(g, n, workload, seed=1)
-        moved = group_compulsory_bytes(g, first, l2)
-        sets = [first] + [group_workload_inputs(g, n, workload, seed=s)
-                          for s in range(2, 1 + rotation_sets(moved, n, l2))]
-        us = rotated_graph_us([lambda a=op.tensors(_call_inputs(s)): op.launch(a, 1e-6) for s in sets])
-        extra: dict[str, Any] = {}
-        for name in baselines:
-            try:
-                call = group_reference_call(g, first, compiled=(name == "compile"))
-                key = "eager" if name == "eager" else "compiled"
-                extra[f"{key}_us"] = _event_us(call, reps=5 if n >= 262144 else 10)
-                extra[f"{key}_extra_mb"] = round(_extra_memory_mb(call), 1)
-            except Exception as exc:  # a baseline that cannot run is reported, not fatal
-                say(f"{g.name} N={n}: {name} baseline failed: {str(exc).splitlines()[0][:120]}")
-        tbps = moved / (us * 1e-6) / 1e12
-        rows.append(Row(g.name, workload, n, round(us, 3), moved, round(tbps, 3),
-                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra,
-                        floor_us=round(floor, 3)))
-        del first, sets
-        torch.cuda.empty_cache()
-        say(f"{g.name} {workload} N={n}: {us:.2f} us (empty kernel {floor:.2f} us)")
-    return rows
+
+def group_rotated_us(op: GroupOp, n: int, workload: str, l2: int) -> tuple[float, int, dict[str, Any]]:
+    """rotated_us for a launch group."""
+    first = group_workload_inputs(op.group, n, workload, seed=1)
+    moved = group_compulsory_bytes(op.group, first, l2)
+    sets = [first] + [group_workload_inputs(op.group, n, workload, seed=s)
+                      for s in range(2, 1 + rotation_sets(moved, n, l2))]
+    return rotated_graph_us([lambda a=op.tensors(_call_inputs(s)): op.launch(a, 1e-6) for s in sets]), moved, first
 
 
 def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:

@@ -288,6 +288,36 @@ def _need(cond: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _check_table_and_pages(cos_sin: Any, name: str, seq_lens: Any, q_indptr: Any, page_indices: Any) -> int:
+    """The cos/sin table and the page table as both cake kernels take them; returns the request count B."""
+    import torch
+
+    _need(cos_sin.dtype == torch.float32 and cos_sin.dim() == 2 and int(cos_sin.shape[1]) == HEAD_DIM,
+          f"{name} must be f32 [max_position, 128]")
+    _need(all(t.dtype == torch.int32 for t in (seq_lens, q_indptr, page_indices)),
+          "seq_lens, q_indptr, page_indices: int32")
+    requests = int(seq_lens.shape[0])
+    _need(seq_lens.dim() == 1 and q_indptr.dim() == 1 and int(q_indptr.shape[0]) == requests + 1,
+          "q_indptr must be [B + 1] and seq_lens [B]")
+    _need(page_indices.dim() == 2 and int(page_indices.shape[0]) == requests, "page_indices must be [B, max_pages]")
+    return requests
+
+
+def _norm_weights(qk_norm_policy: int, q_norm_weight: Any, k_norm_weight: Any, cos_sin: Any) -> tuple[Any, Any]:
+    """The Q and K norm weights, required with a norm; without one FlashInfer hands the kernel a row of the
+    cos/sin table in their place (never read), and so do we."""
+    import torch
+
+    if qk_norm_policy:
+        _need(q_norm_weight is not None and k_norm_weight is not None, "norm weights are required with a norm")
+    spare = cos_sin[0, :HEAD_DIM]
+    q_norm_weight = spare if q_norm_weight is None else q_norm_weight
+    k_norm_weight = spare if k_norm_weight is None else k_norm_weight
+    for w in (q_norm_weight, k_norm_weight):
+        _need(w.dtype == torch.float32 and tuple(w.shape) == (HEAD_DIM,), "norm weights must be f32 [128]")
+    return q_norm_weight, k_norm_weight
+
+
 class Launch:
     """One checked call: the module function and its arguments; calling it launches on torch's current stream."""
 
@@ -347,20 +377,14 @@ class FlashInferPrep:
                   out_q=None, out_k=None, out_v=None, clear_unused_last_page_rows: bool = True) -> Launch:
         import torch
 
-        bf16, f32, i32 = torch.bfloat16, torch.float32, torch.int32
+        bf16 = torch.bfloat16
         _need(qk_norm_policy in (0, 1, 2), "qk_norm_policy must be 0, 1 or 2")
         _need((num_q_heads, num_kv_heads) in HEADS, f"(num_q_heads, num_kv_heads) must be one of {HEADS}")
         _need(qkv.dim() == 2 and qkv.dtype == bf16 and qkv.is_cuda, "qkv must be a 2-D bf16 CUDA tensor")
         rows = int(qkv.shape[0])
         _need(int(qkv.shape[1]) == (num_q_heads + 2 * num_kv_heads) * HEAD_DIM,
               "qkv must be [T, (num_q_heads + 2 * num_kv_heads) * 128], Q | K | V")
-        _need(cos_sin.dtype == f32 and cos_sin.dim() == 2 and int(cos_sin.shape[1]) == HEAD_DIM,
-              "cos_sin must be f32 [max_position, 128]")
-        _need(all(t.dtype == i32 for t in (seq_lens, q_indptr, page_indices)), "seq_lens, q_indptr, page_indices: int32")
-        requests = int(seq_lens.shape[0])
-        _need(seq_lens.dim() == 1 and q_indptr.dim() == 1 and int(q_indptr.shape[0]) == requests + 1,
-              "q_indptr must be [B + 1] and seq_lens [B]")
-        _need(page_indices.dim() == 2 and int(page_indices.shape[0]) == requests, "page_indices must be [B, max_pages]")
+        requests = _check_table_and_pages(cos_sin, "cos_sin", seq_lens, q_indptr, page_indices)
         for c in (key_cache, value_cache):
             _need(c.dtype == bf16 and c.dim() == 4 and tuple(c.shape[2:]) == (num_kv_heads, HEAD_DIM),
                   "caches must be bf16 [num_pages, page_size, num_kv_heads, 128] (NHD)")
@@ -372,13 +396,7 @@ class FlashInferPrep:
         for t in (out_k, out_v):
             _need(t is None or (t.dtype == bf16 and tuple(t.shape) == (rows, num_kv_heads, HEAD_DIM)),
                   "out_k / out_v: bf16 [T, Hkv, 128]")
-        if qk_norm_policy:
-            _need(q_norm_weight is not None and k_norm_weight is not None, "norm weights are required with a norm")
-        spare = cos_sin[0, :HEAD_DIM]  # never read with qk_norm_policy 0 (FlashInfer hands the kernel the same row)
-        q_norm_weight = spare if q_norm_weight is None else q_norm_weight
-        k_norm_weight = spare if k_norm_weight is None else k_norm_weight
-        for w in (q_norm_weight, k_norm_weight):
-            _need(w.dtype == f32 and tuple(w.shape) == (HEAD_DIM,), "norm weights must be f32 [128]")
+        q_norm_weight, k_norm_weight = _norm_weights(qk_norm_policy, q_norm_weight, k_norm_weight, cos_sin)
         tensors = {"qkv": qkv, "cos_sin": cos_sin, "q_indptr": q_indptr, "seq_lens": seq_lens,
                    "page_table": page_indices, "k_cache": key_cache, "v_cache": value_cache, "out_q": out_q,
                    "out_k": key_cache if out_k is None else out_k, "out_v": value_cache if out_v is None else out_v,
@@ -424,13 +442,7 @@ class FlashInferPrep:
         rows = int(qkv.shape[0])
         dyn_prefill = quant_policy == 1 and bool(is_prefill)
         _need(not dyn_prefill or max_seqlen > 0, "max_seqlen must be positive for dynamic prefill quantization")
-        _need(cos_sin_cache.dtype == f32 and cos_sin_cache.dim() == 2 and int(cos_sin_cache.shape[1]) == HEAD_DIM,
-              "cos_sin_cache must be f32 [max_position, 128]")
-        _need(all(t.dtype == i32 for t in (seq_lens, q_indptr, page_indices)), "seq_lens, q_indptr, page_indices: int32")
-        requests = int(seq_lens.shape[0])
-        _need(seq_lens.dim() == 1 and q_indptr.dim() == 1 and int(q_indptr.shape[0]) == requests + 1,
-              "q_indptr must be [B + 1] and seq_lens [B]")
-        _need(page_indices.dim() == 2 and int(page_indices.shape[0]) == requests, "page_indices must be [B, max_pages]")
+        requests = _check_table_and_pages(cos_sin_cache, "cos_sin_cache", seq_lens, q_indptr, page_indices)
         for c in (key_cache, value_cache):
             _need(c.dtype == e4m3 and int(c.shape[3]) == HEAD_DIM, "caches must be float8_e4m3fn [..., Hkv, 128]")
         _need(key_cache.shape == value_cache.shape, "key_cache and value_cache must have equal shapes")
@@ -441,13 +453,7 @@ class FlashInferPrep:
                   "q_scale_inv (one-element f32) is required with quant_policy=2")
         else:
             q_scale_inv = k_scale  # not read under quant_policy=1
-        if qk_norm_policy:
-            _need(q_norm_weight is not None and k_norm_weight is not None, "norm weights are required with a norm")
-        spare = cos_sin_cache[0, :HEAD_DIM]
-        q_norm_weight = spare if q_norm_weight is None else q_norm_weight
-        k_norm_weight = spare if k_norm_weight is None else k_norm_weight
-        for w in (q_norm_weight, k_norm_weight):
-            _need(w.dtype == f32 and tuple(w.shape) == (HEAD_DIM,), "norm weights must be f32 [128]")
+        q_norm_weight, k_norm_weight = _norm_weights(qk_norm_policy, q_norm_weight, k_norm_weight, cos_sin_cache)
         dev = qkv.device
         if out_q is None:
             out_q = torch.empty((rows, num_q_heads, HEAD_DIM), dtype=e4m3, device=dev)

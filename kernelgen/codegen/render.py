@@ -14,7 +14,8 @@ from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
-from .checks import ARGS, cpp_checks, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, symbol_args, table
+from .checks import (ARGS, cpp_checks, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, symbol_args, table,
+                     used_args)
 from .guards import GUARDS, group_cpp_asserts, group_precheck, precheck
 from .launch import LaunchPlan, default_plan, resolve, resolve_group
 
@@ -142,13 +143,14 @@ def _cpp_bool(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-def group_args(g: Group, plan: LaunchPlan) -> tuple[str, ...]:
+def group_args(g: Group) -> tuple[str, ...]:
     """The group symbol's tensor parameters: each family argument (ARGS order) under each member's name for it
     (ROLES order), a shared one (freqs, positions, out_loc) once."""
+    used = {role: used_args(v) for role, v in g.members}
     out: list[str] = []
     for arg in ARGS:
-        for role, v in g.members:
-            if arg in symbol_args(table(v, layout_of(v), x_align(v, plan))) and g.names(role)[arg] not in out:
+        for role in g.roles:
+            if arg in used[role] and g.names(role)[arg] not in out:
                 out.append(g.names(role)[arg])
     return tuple(out)
 
@@ -163,7 +165,7 @@ def group_context(g: Group, plan: LaunchPlan) -> dict[str, Any]:
     g = resolve_group(g)
     members = []
     for role, v in g.members:
-        used = symbol_args(table(v, layout_of(v), x_align(v, plan)))
+        used = used_args(v)
         names = g.names(role)
         members.append({"role": role, "variant": v.name, "struct": f"{g.name}_{role}", "ctx": context(v, plan),
                         "run_args": ", ".join(names[a] if a in used else role for a in ARGS)})
@@ -177,7 +179,7 @@ def group_context(g: Group, plan: LaunchPlan) -> dict[str, Any]:
         "members": members,
         "check_blocks": blocks,
         "first": g.roles[0],
-        "args": list(group_args(g, plan)),
+        "args": list(group_args(g)),
         "group_asserts": group_cpp_asserts(g),
         "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],

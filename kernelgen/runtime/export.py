@@ -18,7 +18,7 @@ from ..build.arch import capability_of_arch
 from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
-from ..codegen.launch import LaunchPlan, Route, default_plan, resolve, resolve_group
+from ..codegen.launch import LaunchPlan, Route, resolve, resolve_group
 from ..codegen.render import group_args, group_checks, x_align
 from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
@@ -64,18 +64,17 @@ def abi(v: Variant, table: tuple[checks.Check, ...]) -> dict[str, Any]:
     notes = _notes(v)
     args = []
     for name in checks.symbol_args(table):
-        first = next(c for c in table if c.arg == name and c.kind == "dtype_shape")
-        dtypes = list(first.dtypes)
-        arg: dict[str, Any] = {"name": name, "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
-                               "shape": [page_bytes if s == "page_bytes" else s for s in first.shape]}
-        if name in notes:
-            arg["note"] = notes[name]
-        args.append(arg)
-    args.append({"name": "eps", "dtype": "float64", "shape": []})
-    return {"symbol": v.name, "calling": "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as "
-            "DLPack; runs on the tvm-ffi environment stream of x's device", "args": args, "returns": "none",
-            "config_symbol": f"{v.name}_config", "config_args": "the same, then config (int64) and pdl (bool)",
-            "errors": "a refused argument raises ValueError '<variant>: <check>, got <what was passed>' before "
+        args.append(_abi_arg(table, name, page_bytes, notes.get(name)))
+    return _abi(v.name, "tvm-ffi packed function (TVM_FFI_DLL_EXPORT_TYPED_FUNC); tensors as DLPack; runs on the "
+                "tvm-ffi environment stream of x's device", args, "variant")
+
+
+def _abi(symbol: str, calling: str, args: list[dict[str, Any]], what: str) -> dict[str, Any]:
+    """A symbol's abi entry: its tensor arguments, then eps; its config twin; how it refuses an argument."""
+    return {"symbol": symbol, "calling": calling, "args": [*args, {"name": "eps", "dtype": "float64", "shape": []}],
+            "returns": "none", "config_symbol": f"{symbol}_config",
+            "config_args": "the same, then config (int64) and pdl (bool)",
+            "errors": f"a refused argument raises ValueError '<{what}>: <check>, got <what was passed>' before "
                       "anything is launched; the artifact's `checks` lists them in order"}
 
 
@@ -90,32 +89,25 @@ def _plan_from_json(d: dict[str, Any]) -> LaunchPlan:
                       tuple(Route(int(r["max_tokens"]), int(r["config"]), bool(r["pdl"])) for r in d["routes"]))
 
 
-def group_abi(g: Group, blocks: list[tuple[str, tuple[checks.Check, ...]]]) -> dict[str, Any]:
-    """abi() of a launch group's symbol: its arguments by name (each member's, the shared ones once)."""
-    flat = [c for _, block in blocks for c in block]
-    members = dict(g.members)
+def _abi_arg(table: tuple[checks.Check, ...], name: str, page_bytes: int, note: str | None) -> dict[str, Any]:
+    """One argument of a symbol's abi: its dtype and shape from its first check (the page size filled in)."""
+    first = next(c for c in table if c.arg == name and c.kind == "dtype_shape")
+    arg: dict[str, Any] = {"name": name, "dtype": first.dtypes[0] if len(first.dtypes) == 1 else list(first.dtypes),
+                           "shape": [page_bytes if s == "page_bytes" else s for s in first.shape]}
+    return arg | ({"note": note} if note else {})
+
+
+def group_abi(g: Group, plan: LaunchPlan) -> dict[str, Any]:
+    """abi() of a launch group's symbol: its arguments in order (each member's, the shared ones once)."""
+    blocks = group_checks(g, plan)
     args = []
-    for role, block in blocks:
-        for c in block:
-            if c.kind != "dtype_shape" or any(a["name"] == c.arg for a in args):
-                continue
-            page = next((p.value for p in block if p.arg == c.arg and p.kind == "page_bytes"), 0)
-            arg: dict[str, Any] = {"name": c.arg, "dtype": c.dtypes[0] if len(c.dtypes) == 1 else list(c.dtypes),
-                                   "shape": [page if s == "page_bytes" else s for s in c.shape]}
-            family = next(a for a, n in g.names(role).items() if n == c.arg)
-            note = _notes(members[role]).get(family)
-            if note:
-                arg["note"] = note
-            args.append(arg)
-    order = group_args(g, default_plan(g))
-    args.sort(key=lambda a: order.index(a["name"]))
-    args.append({"name": "eps", "dtype": "float64", "shape": []})
-    assert len(args) == len(order) + 1 and len(flat) > 0
-    return {"symbol": g.name, "calling": "tvm-ffi packed function; tensors as DLPack; one launch runs every member "
-            "on the tvm-ffi environment stream of the first member's device", "args": args, "returns": "none",
-            "config_symbol": f"{g.name}_config", "config_args": "the same, then config (int64) and pdl (bool)",
-            "errors": "a refused argument raises ValueError '<group>: <check>, got <what was passed>' before "
-                      "anything is launched; the artifact's `checks` lists them in order"}
+    for name in group_args(g):
+        role, block = next((r, b) for r, b in blocks if any(c.arg == name and c.kind == "dtype_shape" for c in b))
+        page = next((c.value for c in block if c.arg == name and c.kind == "page_bytes"), 0)
+        family = next(a for a, n in g.names(role).items() if n == name)
+        args.append(_abi_arg(block, name, page, _notes(g.member(role)).get(family)))
+    return _abi(g.name, "tvm-ffi packed function; tensors as DLPack; one launch runs every member on the tvm-ffi "
+                "environment stream of the first member's device", args, "group")
 
 
 def _group_entry(g: Group, plan: LaunchPlan) -> dict[str, Any]:
@@ -124,7 +116,7 @@ def _group_entry(g: Group, plan: LaunchPlan) -> dict[str, Any]:
     members = {role: {"variant": v.name, "math": v.math_fields(), "layout": layout_json(layout_of(v))}
                for role, v in g.members}
     return {"spec": g.spec_name, "content_key": g.content_key(), "group": members,
-            "abi": group_abi(g, group_checks(g, plan)), "artifacts": {}}
+            "abi": group_abi(g, plan), "artifacts": {}}
 
 
 def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,

@@ -29,7 +29,7 @@ class GroupChecker:
 
     def __init__(self, g: Group, plan: LaunchPlan) -> None:
         self.group = resolve_group(g)
-        self.args = group_args(self.group, plan)
+        self.args = group_args(self.group)
         self.members = group_checks(self.group, plan)
 
     def first_failure(self, tensors: dict[str, Any], metadata_only: bool = False) -> tuple[checks.Check, Any] | None:

@@ -44,7 +44,7 @@ class InputChecker:
         self.names = {a: (names or {}).get(a, a) for a in checks.ARGS}  # family argument -> the symbol's name
         self.prefix = prefix or self.v.name  # what messages start with (a launch group's name)
         self.checks = checks.table(self.v, layout, x_align, names)
-        self.used = checks.symbol_args(checks.table(self.v, layout, x_align))  # family names, ARGS order
+        self.used = checks.used_args(self.v)  # family names, ARGS order
 
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.prefix}: {what}")

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import resources
 from ..errors import SpecError
@@ -152,17 +152,11 @@ class Spec:
         return self.variants + self.groups
 
     def group(self, name: str) -> Group:
-        for g in self.groups:
-            if g.name == name:
-                return g
-        hint = _did_you_mean(name, [g.name for g in self.groups])
-        raise SpecError(f"{self.path}: no launch group named {quote(name)}{hint}; `kernelgen list {self.path}` shows them")
+        return self._named(self.groups, name, "launch group")
 
     def kernel(self, name: str) -> Variant | Group:
         """A variant or a launch group by name."""
-        if any(g.name == name for g in self.groups):
-            return self.group(name)
-        return self.variant(name)
+        return self._named(self.kernels, name, "variant or launch group")
 
     def tune_overrides(self) -> dict[str, tuple[object, ...]]:
         return {k: v for k, v in self.tune if k != "buckets"}
@@ -171,11 +165,15 @@ class Spec:
         return next((tuple(int(b) for b in v) for k, v in self.tune if k == "buckets"), None)  # type: ignore[call-overload]
 
     def variant(self, name: str) -> Variant:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        hint = _did_you_mean(name, [v.name for v in self.variants])
-        raise SpecError(f"{self.path}: no variant named {quote(name)}{hint}; `kernelgen list {self.path}` shows them")
+        return self._named(self.variants, name, "variant")
+
+    def _named(self, kernels: tuple[Any, ...], name: str, what: str) -> Any:
+        """The one of kernels called name, or a SpecError naming the nearest one and where to see them all."""
+        for k in kernels:
+            if k.name == name:
+                return k
+        hint = _did_you_mean(name, [k.name for k in kernels])
+        raise SpecError(f"{self.path}: no {what} named {quote(name)}{hint}; `kernelgen list {self.path}` shows them")
 
 
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -336,9 +334,7 @@ def _make(src: Located, spec_name: str, name: Any, settings: dict[str, Any], pat
           name_path: tuple[Any, ...] | None = None, origins: dict[str, str] | None = None) -> Variant:
     # A matrix variant's name is the spec's name and its values: renaming the spec is the fix there.
     fix = "rename the variant" if name_path else "rename the spec (its name starts each matrix variant's name)"
-    problem = _identifier_problem(name, fix)
-    if problem is None and _symbol_reason(name):
-        problem = f"{quote(name)} {_symbol_reason(name)}; {fix}"
+    problem = _symbol_name_problem(name, fix)
     if problem:
         raise _fail(src, name_path or path, f"variant name {problem}")
     settings = {**settings, "launch": Launch(**settings.get("launch", {}))}
@@ -405,23 +401,10 @@ _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "hea
 
 
 def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Variant], tuple[Group, ...]]:
-    raw = top.get("models", [])
-    if not isinstance(raw, list):
-        raise _fail(src, ("models",), "models must be a list of mappings, each with a name, num_q_heads, "
-                                      "num_kv_heads and head_dim")
     variants: list[Variant] = []
     groups = []
-    for i, item in enumerate(raw):
-        path = ("models", i)
-        table = _mapping(src, path, item, f"models[{i}]")
-        _check_keys(src, path, table, MODEL_KEYS, "model")
-        name = table.get("name")
-        problem = ("each model needs a 'name:'" if name is None else
-                   _identifier_problem(name, "rename the model") or (
-                       f"{quote(name)} {_symbol_reason(name)}; rename the model" if _symbol_reason(name) else None))
-        if problem:
-            raise _fail(src, path + ("name",) if name is not None else path, f"model name {problem}"
-                        if name is not None else problem)
+    for path, table, name in _entries(src, top, "models", MODEL_KEYS, "model",
+                                      "each with a name, num_q_heads, num_kv_heads and head_dim"):
         for key in ("num_q_heads", "num_kv_heads", "head_dim"):
             if key not in table:
                 raise _fail(src, path, f"model {quote(name)} needs {key}: (e.g. num_q_heads: 32, num_kv_heads: 8, "
@@ -466,35 +449,50 @@ def _check_group_names(groups: tuple[Group, ...], variants: list[Variant]) -> No
     """A group's name is taken by no variant and no other group (its symbol lives beside theirs)."""
     seen = {v.name: v.origin for v in variants}
     for g in groups:
-        if g.name in seen and seen[g.name] != g.origin:
+        if g.name in seen:
             raise SpecError(f"{g.origin}: group name {quote(g.name)} is already taken ({seen[g.name]}): a group's "
                             "symbol lives beside its members'; rename it")
         seen[g.name] = g.origin
 
 
+def _entries(src: Located, top: dict[str, Any], section: str, keys: tuple[str, ...], what: str,
+             each: str) -> Iterator[tuple[tuple[Any, ...], dict[str, Any], str]]:
+    """(path, table, name) of each entry of a `groups:` or `models:` list (what: group or model), its keys and
+    its name checked."""
+    raw = top.get(section, [])
+    if not isinstance(raw, list):
+        raise _fail(src, (section,), f"{section} must be a list of mappings, {each}")
+    for i, item in enumerate(raw):
+        path = (section, i)
+        table = _mapping(src, path, item, f"{section}[{i}]")
+        _check_keys(src, path, table, keys, what)
+        yield path, table, _entry_name(src, path, table, what)
+
+
+def _entry_name(src: Located, path: tuple[Any, ...], table: dict[str, Any], what: str) -> str:
+    """The name of a `groups:` or `models:` entry (what: group or model): present, and fit to name C++ symbols."""
+    if "name" not in table:
+        raise _fail(src, path, f"each {'launch group' if what == 'group' else what} needs a 'name:'")
+    name = table["name"]
+    problem = _symbol_name_problem(name, f"rename the {what}")
+    if problem:
+        raise _fail(src, path + ("name",), f"{what} name {problem}")
+    return name
+
+
+def _symbol_name_problem(name: Any, fix: str) -> str | None:
+    """Why name cannot name a variant or a group (their names become C++ structs and exported symbols), else None."""
+    problem = _identifier_problem(name, fix)
+    if problem is None and _symbol_reason(name):
+        problem = f"{quote(name)} {_symbol_reason(name)}; {fix}"
+    return problem
+
+
 def _groups(src: Located, top: dict[str, Any], variants: list[Variant], spec_name: str) -> tuple[Group, ...]:
     """`groups:`: each a name, members by role (q, k, v: names of this spec's variants) and an optional launch."""
-    raw = top.get("groups", [])
-    if not isinstance(raw, list):
-        raise _fail(src, ("groups",), "groups must be a list of mappings, each with a name and members q, k, v")
     by_name = {v.name: v for v in variants}
-    taken = {v.name: v.origin for v in variants}
     out = []
-    for i, item in enumerate(raw):
-        path = ("groups", i)
-        table = _mapping(src, path, item, f"groups[{i}]")
-        _check_keys(src, path, table, GROUP_KEYS, "group")
-        name = table.get("name")
-        if name is None:
-            raise _fail(src, path, "each launch group needs a 'name:'")
-        problem = _identifier_problem(name, "rename the group") or (
-            f"{quote(name)} {_symbol_reason(name)}; rename the group" if _symbol_reason(name) else None)
-        if problem:
-            raise _fail(src, path + ("name",), f"group name {problem}")
-        if name in taken:
-            raise _fail(src, path + ("name",), f"group name {quote(name)} is already taken ({taken[name]}): a group's "
-                                               "symbol lives beside its members'; rename the group")
-        taken[name] = str(src.at(path))
+    for path, table, name in _entries(src, top, "groups", GROUP_KEYS, "group", "each with a name and members q, k, v"):
         members = []
         for role in ROLES:
             if role not in table:

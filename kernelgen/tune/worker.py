@@ -49,7 +49,7 @@ class ConfigCaller:
         self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
         v = resolve(artifact.variant)
         if isinstance(v, Group):
-            self.args = group_args(v, self.plan)
+            self.args = group_args(v)
             self.pick = tuple
         else:
             self.args = checks.symbol_args(checks.table(v, layout_of(v), x_align(v, self.plan)))
