@@ -251,38 +251,3 @@ def test_hnd_caches_are_exact_for_every_launch_the_tuner_may_choose(session_cach
             bad += [(config.id, n, f) for f in failures_of(verify_group(g.with_launch(config), run, n, 4, "cuda",
                                                                         seed=n + index))]
     assert not bad, bad[:5]
-
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-@pytest.mark.parametrize("name", ["gemma3_4b", "mistral_7b_fp8", "qwen3_30b_a3b_hnd", "glm4_9b"])
-def test_more_models_match_every_members_reference_and_the_oracle(session_cache: Path, name: str) -> None:
-    """examples/more_models.yaml (D 256 full rotary with Gemma's norm, fp8, HND pages, partial rotary)."""
-    from kernelgen.measure.oracle import check_group_against_oracle
-    from kernelgen.spec.parse import load_spec
-
-    g = load_spec(str(EXAMPLES / "more_models.yaml")).group(name)
-    op = group_op(g, session_cache)
-    for n in (1, 37, 4096):
-        assert not failures_of(verify_group(op.variant_for(n), op, n, 8, "cuda", seed=n))
-    inputs = {k: t for k, t in group_inputs(op.variant_for(300), 300, 8, "cuda", seed=4).items() if k != "qkv"}
-    op(**inputs)
-    assert all(r.ok for r in check_group_against_oracle(op.variant_for(300), inputs))
-
-
-def test_deepseek_v4_query_paths_match_their_references(session_cache: Path) -> None:
-    from kernelgen.build.lifecycle import build as build_all
-    from kernelgen.measure.verify import verify
-    from kernelgen.runtime.op import Op
-    from kernelgen.spec.parse import load_spec
-
-    spec = load_spec(str(EXAMPLES / "dsv4_q_paths.yaml"))
-    for n in (1, 37, 1024):
-        assert not failures_of(verify_group(group_op(spec.group("layer_q_kv"), session_cache).variant_for(n),
-                                            group_op(spec.group("layer_q_kv"), session_cache), n, 8, "cuda", seed=n))
-    [artifact] = build_all([spec.variant("indexer_q")], toolchain.detect(), toolchain.resolve_archs(None), session_cache)
-    op = Op(artifact)
-    for n in (1, 37, 1024):
-        report = verify(op.variant_for(n), op, n, 8, "cuda", seed=n)
-        assert report.ok, report.as_dict()
