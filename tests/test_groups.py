@@ -369,3 +369,107 @@ def test_a_full_rotary_256_dim_head_matches_its_float64_oracle() -> None:
     reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
                     inputs["kvcache"])
     assert check_against_oracle(v, inputs["kvcache"], inputs).ok
+
+
+@pytest.mark.pure
+def test_a_joint_pool_s_halves_take_k_and_v_and_nothing_else() -> None:
+    """kv_pool: joint: K and V are pool[:, 0] and pool[:, 1] of one [num_pages, 2, page] pool (FlashInfer's single
+    paged_kv_cache): the reference writes K's pages and V's pages, each leaving the other half alone; pool_halves
+    views a typed bf16 pool [num_pages, 2, page_size, heads, head_dim] as the two uint8 caches without a copy."""
+    from kernelgen.layout.pages import pool_halves
+
+    g = resolve_group(SPEC.group("qwen3_8b_joint"))
+    k, v = g.member("k"), g.member("v")
+    assert layout_of(k).joint and layout_of(k).page_stride == 2 * layout_of(k).page_bytes
+    inputs = group_inputs(g, 40, 6, "cpu", seed=5)
+    kc, vc = inputs["k_cache"], inputs["v_cache"]
+    assert kc.stride(0) == vc.stride(0) == 2 * kc.shape[1] and vc.data_ptr() - kc.data_ptr() == kc.shape[1]
+    pool = torch.as_strided(kc, (kc.shape[0], 2, kc.shape[1]), (kc.stride(0), kc.shape[1], 1))
+    before = pool.clone()
+    mine = member_inputs(g, "k", inputs)
+    reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], mine["kvcache"])
+    assert torch.equal(pool[:, 1], before[:, 1]) and not torch.equal(pool[:, 0], before[:, 0])
+    written = reference.written_rows(k, inputs["out_loc"], inputs["positions"], inputs["freqs"], kc)
+    slots = inputs["out_loc"][written]
+    typed = pool.view(torch.bfloat16).view(pool.shape[0], 2, 16, 8, 128)  # the pool as an engine allocates it
+    assert torch.equal(pages_of(k).decode(kc, slots), typed[slots // 16, 0, slots % 16].float())
+    halves = pool_halves(typed)
+    assert [h.data_ptr() for h in halves] == [kc.data_ptr(), vc.data_ptr()] and halves[1].stride() == vc.stride()
+    assert pages_of(k).allocate(3).shape == (3, 2, layout_of(k).page_bytes)
+    with pytest.raises(ValueError, match=r"a joint K/V pool must be a tensor \[num_pages, 2, \.\.\.\]"):
+        pool_halves(typed[:, :1])
+
+
+@pytest.mark.pure
+def test_a_joint_pool_half_is_checked_by_its_page_stride_in_the_symbol_s_words() -> None:
+    """A contiguous cache (its own pool) passed to a joint member is refused: the check names the pool's shape and
+    the page stride; the C++ symbol renders the same words and condition."""
+    g = resolve_group(SPEC.group("qwen3_8b_joint"))
+    checker = GroupChecker(g, default_plan(g))
+    inputs = {k: t for k, t in group_inputs(g, 8, 4, "cpu", seed=1).items() if k != "qkv"}
+    own = inputs["k_cache"].contiguous()
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_joint: k_cache must be one half of a joint K/V pool uint8 "
+                                             r"\[num_pages, 2, 32768\] \(pool\[:, 0\] or pool\[:, 1\]: pages 65536 "
+                                             r"bytes apart, each contiguous; .*\), got strides \[32768, 1\]$"):
+        checker.check({**inputs, "k_cache": own})
+    source = render_variant(g.member("k"), default_plan(g.member("k")))
+    assert "kernelgen::pool_half(kvcache, 65536)" in source and "static constexpr bool kJointPool = true;" in source
+    with pytest.raises(GuardViolation, match=r"kv_pool: joint writes one half of a paged K/V pool .*"
+                                             r"\[guard joint_pool_needs_pages\]"):
+        precheck(replace(g.member("q"), kv_pool="joint"))
+    with pytest.raises(SpecError, match=r"m.yaml:4:\d+: model 'j': kv_pool: joint needs K and V pages of one shape "
+                                        r"\(head_dim 128 / 64, store bf16 / bf16 here\)"):
+        parse_spec("family: fused_norm_rope_store\nname: m\nmodels:\n  - {name: j, num_q_heads: 8, num_kv_heads: 2, "
+                   "head_dim: 128, v_head_dim: 64, kv_pool: joint}\n", "m.yaml")
+
+
+ROPE_FIRST = ("family: fused_norm_rope_store\nname: rf\nmodels:\n  - {name: rope_first, num_q_heads: 8, "
+              "num_kv_heads: 2, head_dim: 128, qk_norm: rms, norm_order: rope_then_norm, kv_store: fp8_scaled}\n")
+
+
+@pytest.mark.pure
+def test_rope_then_norm_norms_the_rotated_heads_and_its_oracle_tells_the_orders_apart() -> None:
+    """norm_order: rope_then_norm: the reference rotates, then norms (its rows equal the norm of the rotated rows),
+    the float64 oracle (with the rotated rows' error carried into the norm) accepts its bytes and refuses the bytes
+    of the other order; only Q and K take the order."""
+    g = resolve_group(parse_spec(ROPE_FIRST, "rf.yaml").groups[0])
+    assert [v.norm_order for _, v in g.members] == ["rope_then_norm", "rope_then_norm", "norm_then_rope"]
+    k = g.member("k")
+    inputs = make_inputs(k, 40, 6, "cpu", seed=9)
+    rv = k.row_variant
+    x = inputs["x"].reshape(-1, 128)
+    pos = inputs["positions"].clamp(0, inputs["freqs"].shape[0] - 1).repeat_interleave(2)
+    plain = replace(rv, norm="none")
+    rotated = reference.rows(plain, x, None, inputs["freqs"], pos)
+    got = reference.rows(rv, x, inputs["weight"], inputs["freqs"], pos)
+    normed_after = reference._norm(rv, rotated, inputs["weight"], None, 1e-6)
+    assert torch.equal(got, normed_after)
+    other = reference.rows(replace(rv, norm_order="norm_then_rope"), x, inputs["weight"], inputs["freqs"], pos)
+    assert not torch.equal(got, other)
+    caches = {}
+    for order in ("rope_then_norm", "norm_then_rope"):
+        cache = inputs["kvcache"].clone()
+        reference.store(replace(k, norm_order=order), inputs["x"], inputs["weight"], inputs["freqs"],
+                        inputs["positions"], inputs["out_loc"], cache, scale=inputs["scale"])
+        caches[order] = cache
+    poison = inputs["kvcache"].clone()
+    assert check_against_oracle(k, caches["rope_then_norm"], inputs, poison=poison).ok
+    assert not check_against_oracle(k, caches["norm_then_rope"], inputs, poison=poison).ok
+    with pytest.raises(GuardViolation, match=r"\[guard rope_then_norm_needs_both\]"):
+        precheck(replace(g.member("v"), norm_order="rope_then_norm"))
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("norm,bias,store", [("rms", False, "bf16"), ("rms_gemma", False, "bf16"), ("layer", True, "bf16"),
+                                             ("rms", False, "fp8_e4m3"), ("layer", False, "fp4_e2m1")])
+def test_rope_then_norm_is_within_the_oracle_for_every_norm(norm: str, bias: bool, store: str) -> None:
+    v = Variant("rf", head_dim=128, rope_dim=64, rope_place="tail", norm=norm, norm_bias=bias, store=store,
+                page_size=16, norm_order="rope_then_norm")
+    precheck(v)
+    for seed in range(3):
+        inputs = make_inputs(v, 64, 6, "cpu", seed=seed)
+        cache, poison = inputs["kvcache"].clone(), inputs["kvcache"].clone()
+        reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
+                        cache, bias=inputs["bias"], scale=inputs["scale"])
+        report = check_against_oracle(v, cache, inputs, poison=poison)
+        assert report.ok and report.rows > 0, report.as_dict()

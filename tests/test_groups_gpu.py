@@ -234,13 +234,28 @@ def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: 
     assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
 
 
-def test_hnd_caches_are_exact_for_every_launch_the_tuner_may_choose(session_cache: Path) -> None:
-    """kv_layout: hnd (pages [heads, page_size, head_dim]): every candidate launch writes the reference's bytes."""
+@pytest.mark.parametrize("model", [
+    "{name: hnd_layer, num_q_heads: 16, num_kv_heads: 4, head_dim: 128, qk_norm: rms, kv_store: fp8_scaled, kv_layout: hnd}",
+    "{name: rope_first, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, norm_order: rope_then_norm, "
+    "q_store: fp8_e4m3, kv_store: fp8_scaled}",
+    "{name: joint_fp8, num_q_heads: 16, num_kv_heads: 4, head_dim: 64, qk_norm: rms_gemma, kv_store: fp8_scaled, "
+    "kv_pool: joint, kv_layout: hnd}",
+], ids=["hnd", "rope_then_norm", "joint_hnd"])
+def test_unshipped_axes_are_exact_for_every_launch_the_tuner_may_choose(session_cache: Path, model: str) -> None:
+    """kv_layout: hnd (pages [heads, page_size, head_dim]), norm_order: rope_then_norm and a joint K/V pool (with
+    HND pages): every candidate launch writes the reference's bytes; the default launch is within the
+    float64 oracle."""
+    from kernelgen.measure.oracle import check_group_against_oracle
     from kernelgen.spec.parse import parse_spec
 
-    spec = parse_spec("family: fused_norm_rope_store\nname: hndt\nmodels:\n  - {name: hnd_layer, num_q_heads: 16, "
-                      "num_kv_heads: 4, head_dim: 128, qk_norm: rms, kv_store: fp8_scaled, kv_layout: hnd}\n", "hndt.yaml")
+    spec = parse_spec(f"family: fused_norm_rope_store\nname: axes\nmodels:\n  - {model}\n", "axes.yaml")
     [g] = spec.groups
+    op = group_op(g, session_cache)
+    inputs = {k: t for k, t in group_inputs(op.variant_for(300), 300, 8, "cuda", seed=21).items() if k != "qkv"}
+    poisons = {role: inputs[g.names(role)["kvcache"]].clone() for role in g.roles}
+    op(**inputs)
+    reports = check_group_against_oracle(op.variant_for(300), inputs, poisons=poisons)
+    assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
     cands, _ = group_candidates(g, default_space(g.members[0][1]))
     op = group_op(g, session_cache, cands)
     bad = []
@@ -251,3 +266,22 @@ def test_hnd_caches_are_exact_for_every_launch_the_tuner_may_choose(session_cach
             bad += [(config.id, n, f) for f in failures_of(verify_group(g.with_launch(config), run, n, 4, "cuda",
                                                                         seed=n + index))]
     assert not bad, bad[:5]
+
+
+def test_a_typed_joint_pool_is_passed_whole_as_kv_cache(session_cache: Path) -> None:
+    """qwen3_8b_joint called as an engine with FlashInfer's pool calls it: kv_cache = one bf16 tensor
+    [num_pages, 2, page_size, Hkv, D]; K lands in pool[:, 0], V in pool[:, 1], as the reference writes them."""
+    import torch
+
+    g = next(g for g in GROUPS if g.name == "qwen3_8b_joint")
+    op = group_op(g, session_cache)
+    v = op.variant_for(64)
+    inputs = group_inputs(v, 64, 8, "cuda", seed=13)
+    kc = inputs["k_cache"]
+    pool = torch.as_strided(kc, (kc.shape[0], 2, kc.shape[1]), (kc.stride(0), kc.shape[1], 1))
+    typed = pool.view(torch.bfloat16).view(pool.shape[0], 2, 16, 8, 128)
+    wanted = {role: expected(v.member(role), member_inputs(v, role, inputs)) for role in g.roles}
+    rest = {k: t for k, t in inputs.items() if k not in ("q", "k", "v", "k_cache", "v_cache")}
+    op(**rest, kv_cache=typed)
+    for role in g.roles:
+        assert torch.equal(inputs[g.names(role)["kvcache"]], wanted[role]), role

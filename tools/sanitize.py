@@ -10,7 +10,9 @@ configurations (where a variant's guards allow them) beside the tuned ones, e.g.
 tuner may choose but did not, and --only runs those alone. --specs and --variants keep the variants
 named; a name or launch id that selects nothing is an error. A looping configuration walks several
 tokens per block only when N exceeds one wave of blocks (thousands of tokens): give --tokens such an N
-to check its exchanges between tokens."""
+to check its exchanges between tokens. --groups runs the shipped launch groups instead (one launch writing a
+layer's Q output and K/V caches; their kernel is fused_group_kernel: filter with kns=fused_), every
+configuration of each group's tuned dispatch, with and without PDL, awkward inputs as above."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +40,11 @@ def main() -> int:
     parser.add_argument("--launch", default="", help="comma-separated launch ids to run beside the tuned ones")
     parser.add_argument("--only", action="store_true", help="run the --launch configurations alone")
     parser.add_argument("--tokens", default="1,4096", help="comma-separated token counts (default: 1,4096)")
+    parser.add_argument("--groups", action="store_true", help="run the shipped launch groups (--specs keeps those of "
+                                                              "the specs named)")
     args = parser.parse_args()
+    if args.groups:
+        return groups(set(_names(args.specs)), [int(n) for n in _names(args.tokens)])
     specs, names = set(_names(args.specs)), set(_names(args.variants))
     extra = [Launch.from_id(i) for i in _names(args.launch)]
     tokens = [int(n) for n in _names(args.tokens)]
@@ -83,6 +89,30 @@ def main() -> int:
                     calls += 1
     torch.cuda.synchronize()
     print(f"sanitize: {calls} launches over {len(variants)} variants done")
+    return 0
+
+
+def groups(specs: set[str], tokens: list[int]) -> int:
+    """Every shipped launch group (of the specs named, default all), every configuration of its tuned dispatch."""
+    from kernelgen.measure.inputs import group_inputs
+    from kernelgen.runtime.group_op import load_group_kernel
+    from kernelgen.spec.parse import shipped_specs
+
+    chosen = [g for spec in shipped_specs() if not specs or spec.name in specs for g in spec.groups]
+    if not chosen:
+        print(f"sanitize: no shipped launch group in {', '.join(sorted(specs)) or 'the shipped specs'}")
+        return 2
+    calls = 0
+    for g in chosen:
+        op = load_group_kernel(g)
+        for n in tokens:
+            args = op.tensors({k: t for k, t in group_inputs(op.variant_for(n), n, 4, "cuda", seed=n).items() if k != "qkv"})
+            for config in range(len(op.plan.configs)):
+                for pdl in (False, True):
+                    op.launch_config(config, pdl, args, 1e-6)
+                    calls += 1
+    torch.cuda.synchronize()
+    print(f"sanitize: {calls} launches over {len(chosen)} launch groups done")
     return 0
 
 

@@ -43,6 +43,7 @@ GOT = {
     "contiguous": "strides",
     "aligned": "address",  # "an address 4 bytes past a 16-byte boundary"
     "page_bytes": "row_bytes",  # the size of dim 1, inside the message
+    "pool_half": "strides",  # one half of a joint K/V pool: pages `value` bytes apart, each contiguous
     "same_rows": "description",  # a launch group's member input: as many rows as the first member's
     "same_device": "description",  # ... and on the first member's device
 }
@@ -141,6 +142,11 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
                               f"{n('kvcache')} rows are {{got}} bytes but {v.name} writes {page}-byte "
                               f"pages ({layout.describe()}); allocate the pool with this variant's "
                               "layout or pick the variant matching the pool", value=page))
+        if v.kv_pool == "joint":  # a half of [num_pages, 2, page]: pages 2 * page bytes apart, not contiguous
+            cache[2] = Check(n("kvcache"), "pool_half",
+                             f"{n('kvcache')} must be one half of a joint K/V pool uint8 [num_pages, 2, {page}] "
+                             f"(pool[:, 0] or pool[:, 1]: pages {2 * page} bytes apart, each contiguous; "
+                             "op.layout.allocate(num_pages) makes the pool)", value=2 * page)
     if format_of(v).global_scale:
         cache += _tensor("scale", ("float32",), (1,), 4, n=n,
                          message=f"{n('scale')} must be float32 [1], the global scale g of {v.store} "
@@ -219,6 +225,7 @@ _CPP = {
     "rows": "kernelgen::rows_aligned({t}, {e}, {v})",
     "aligned": "kernelgen::address_offset({t}, {v}) == 0",
     "page_bytes": "{t}.size(1) == {v}",
+    "pool_half": "kernelgen::pool_half({t}, {v})",
     "same_rows": "{t}.size(0) == {o}.size(0)",
     "same_device": "kernelgen::same_device({t}, {o})",
 }

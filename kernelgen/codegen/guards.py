@@ -53,6 +53,14 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("hnd_needs_pages", lambda v: v.kv_layout == "nhd" or v.slots == "out_loc", "!kHnd || !kTokenSlots",
           "kv_layout: hnd arranges the heads of a paged cache ([heads, page_size, record] per page); a dense output "
           "(slots: token) has one token per row: drop kv_layout or use slots: out_loc", axes=('kv_layout', 'slots')),
+    Guard("joint_pool_needs_pages", lambda v: v.kv_pool == "separate" or v.slots == "out_loc",
+          "!kJointPool || !kTokenSlots",
+          "kv_pool: joint writes one half of a paged K/V pool [num_pages, 2, page]; a dense output (slots: token) "
+          "is no pool: drop kv_pool or use slots: out_loc", axes=('kv_pool', 'slots')),
+    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (v.norm != "none" and v.rope_dim > 0),
+          "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
+          "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
+          "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),
     Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
           "!kNormBias || kNorm == kernelgen::Norm::kLayer",
           "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),

@@ -46,6 +46,12 @@ class Layout:
     segments: tuple[Segment, ...] = ()  # how the row's dims map onto the value fields (codec and oracle)
     heads: int = 1  # records per token: head h of the token in slot s is record s * heads + h
     hnd_heads: int = 0  # HND with this many heads: record s * H + h sits at h * page_size + s % page_size of its page
+    joint: bool = False  # kv_pool: joint: the cache is one half of a pool [num_pages, 2, page_bytes]
+
+    @property
+    def page_stride(self) -> int:
+        """Bytes from one page of the cache to the next (a joint pool interleaves the K and V pages)."""
+        return self.page_bytes * (2 if self.joint else 1)
 
     @property
     def hnd(self) -> bool:
@@ -78,7 +84,8 @@ class Layout:
 
     def describe(self) -> str:
         heads = f" ({self.heads} heads{', HND' if self.hnd else ''})" if self.heads > 1 else ""
-        return f"{self.bytes_per_token} B/token{heads} x {self.page_size}"
+        joint = ", one half of a joint K/V pool" if self.joint else ""
+        return f"{self.bytes_per_token} B/token{heads} x {self.page_size}{joint}"
 
     def byte_map(self) -> list[tuple[int, int, str]]:
         """(start, end, description) spans of one page in address order, padding included."""
@@ -168,7 +175,8 @@ def layout_of(v: Variant) -> Layout:
         page_bytes = _round_up(cursor, records[fmt.arrangement.page_multiple_of])
     fields = tuple(placed[f.name] for f in sized.values())
     segments = tuple(Segment(part, *part_dims(part, v)) for part in fmt.parts)
-    return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments)
+    return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments,
+                  joint=v.kv_pool == "joint")
 
 
 def hnd_heads(v: Variant) -> int:

@@ -21,9 +21,12 @@ class Pages(Layout):
         return cls(**{f.name: getattr(layout, f.name) for f in fields(Layout)})
 
     def allocate(self, num_pages: int, device: object = "cpu") -> torch.Tensor:
+        """A zeroed pool of num_pages pages: uint8 [num_pages, page_bytes], or for a joint K/V pool
+        (kv_pool: joint) [num_pages, 2, page_bytes], whose halves (pool_halves) are the K and V caches."""
         import torch
 
-        return torch.zeros((num_pages, self.page_bytes), dtype=torch.uint8, device=device)
+        shape = (num_pages, 2, self.page_bytes) if self.joint else (num_pages, self.page_bytes)
+        return torch.zeros(shape, dtype=torch.uint8, device=device)
 
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Stored rows at slots out_loc back to float32 [N, head_dim], or [N, heads, head_dim] with several
@@ -33,6 +36,23 @@ class Pages(Layout):
         valid, _, _ = split_slots(self, rows, cache.shape[0])
         decoded = codec.decode(self, read_fields(self, cache, rows), valid, scale)
         return decoded if self.heads == 1 else decoded.reshape(out_loc.shape[0], self.heads, self.head_dim)
+
+
+def pool_halves(pool: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The K and V caches of a joint pool [num_pages, 2, ...] of any dtype (FlashInfer's paged_kv_cache, e.g.
+    bf16 [num_pages, 2, page_size, heads, head_dim]): pool[:, 0] and pool[:, 1] as uint8 [num_pages, page bytes]
+    views (never copies; a pool whose pages are not contiguous raises here)."""
+    import torch
+
+    if not isinstance(pool, torch.Tensor) or pool.dim() < 3 or pool.shape[1] != 2:
+        got = f"{list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
+        raise ValueError(f"a joint K/V pool must be a tensor [num_pages, 2, ...] (K pages, V pages), got {got}")
+    try:
+        k, v = (pool[:, i].view(pool.shape[0], -1).view(torch.uint8) for i in range(2))
+    except RuntimeError as e:
+        raise ValueError(f"a joint K/V pool's pages must each be contiguous (viewed, never copied), got strides "
+                         f"{list(pool.stride())}") from e
+    return k, v
 
 
 def pages_of(v: Variant) -> Pages:

@@ -55,11 +55,29 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     if v.rope_dim:
         far = torch.rand(num_tokens, generator=g) < 0.03125
         positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
-    cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8)
+    cache = random_cache(v, num_pages, g)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
                    positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, g))
-    return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+    return _on(device, v, tensors)
+
+
+def random_cache(v: Variant, num_pages: int, g: torch.Generator, device: object = "cpu") -> torch.Tensor:
+    """Random bytes (what a kernel must not touch stays visible) for v's cache: uint8 [num_pages, page_bytes], or
+    for kv_pool: joint a whole pool [num_pages, 2, page_bytes] (the caller passes its half, _on)."""
+    import torch
+
+    layout = layout_of(v)
+    shape = (num_pages, 2, layout.page_bytes) if layout.joint else (num_pages, layout.page_bytes)
+    return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8, device=device)
+
+
+def _on(device: str, v: Variant, tensors: dict[str, Any]) -> dict[str, Any]:
+    """tensors moved to device; a joint pool (random_cache) then viewed as its V half (moving a view would copy)."""
+    out = {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+    if layout_of(v).joint:
+        out["kvcache"] = out["kvcache"][:, 1]
+    return out
 
 
 def token_slots(num_tokens: int, device: object) -> torch.Tensor:
@@ -125,12 +143,11 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
         raise ValueError(f"workload must be prefill or decode, got {workload!r}")
     if v.slots == "token":
         num_pages, out_loc = num_tokens, token_slots(num_tokens, device)
-    cache = torch.randint(0, 256, (num_pages, layout_of(v).page_bytes), generator=g, dtype=torch.uint8,
-                          device=device)
+    cache = random_cache(v, num_pages, g, device)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
                    positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, torch.Generator().manual_seed(seed)))
-    return {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
+    return _on(device, v, tensors)
 
 
 def group_inputs(g: Group, num_tokens: int, num_pages: int, device: str, seed: int, max_pos: int = 4096) -> dict[str, Any]:
@@ -167,6 +184,10 @@ def _packed(g: Group, per: list[dict[str, Any]], device: str) -> dict[str, Any]:
             if arg in used:
                 out[arg] = shared[arg]
     out = {k: (t.to(device) if t is not None else None) for k, t in out.items()}
+    joint = [g.names(role)["kvcache"] for role, v in g.members if v.kv_pool == "joint"]
+    if len(joint) == 2 and out[joint[0]].shape == out[joint[1]].shape:  # K and V: the two halves of one pool
+        pool = torch.stack([out[joint[0]], out[joint[1]]], dim=1)
+        out[joint[0]], out[joint[1]] = pool[:, 0], pool[:, 1]
     col = 0
     for role, v in g.members:  # each member's input: its columns of the packed qkv (no copy)
         width = v.heads * v.head_dim

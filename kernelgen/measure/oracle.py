@@ -165,33 +165,41 @@ def _inv_rel(var: torch.Tensor, var_err: torch.Tensor, eps: float) -> torch.Tens
     return rel_v / 2 + RSQRT_U * U
 
 
-def _norm(v: Variant, x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> Rows:
+def _norm(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> Rows:
+    """The norm of rows whose float32 evaluation already errs by up to rows' bound (0 for the inputs themselves;
+    the rotated rows with norm_order: rope_then_norm): first order, an input error e_i moves the mean square by
+    2/d sum |x_i| e_i (into 1/sqrt's bound) and the output by e_i * inv * |w_i|."""
     import torch
 
+    x = rows.value
     if v.norm == "none":
-        return Rows(x, torch.zeros_like(x))
+        return rows
     assert w is not None
     d = x.shape[1]
+    e = rows.bound() / SAFETY  # the input's error bound (SAFETY is applied once, at the end)
     if v.norm in ("rms", "rms_gemma"):
         ms = (x * x).mean(-1, keepdim=True)
         # sum of d non-negative rounded squares, any order: gamma_d; then the divide by d
         inv = 1.0 / torch.sqrt(ms + eps)
         gemma = v.norm == "rms_gemma"
-        n = x * inv * ((1.0 + w) if gemma else w)
-        common = ((n, _inv_rel(ms, (d + 1) * U * ms, eps)),)
-        local = (3 if gemma else 2) * U * n.abs()  # x*inv, *w (and Gemma's 1 + w)
+        scale = (1.0 + w) if gemma else w
+        n = x * inv * scale
+        ms_in = 2 * (x.abs() * e).mean(-1, keepdim=True)
+        common = ((n, _inv_rel(ms, (d + 1) * U * ms + ms_in, eps)),)
+        local = (3 if gemma else 2) * U * n.abs() + e * inv * scale.abs()  # x*inv, *w (and Gemma's 1 + w)
     else:
         m = x.mean(-1, keepdim=True)
         c = x - m
         var = (c * c).mean(-1, keepdim=True)
         inv = 1.0 / torch.sqrt(var + eps)
         n = c * inv * w
+        e_c = e + e.mean(-1, keepdim=True)  # an input error moves its c_i and, through the mean, every c
         # mean: a d-term sum (gamma_d * sum|x|) then a divide; it shifts every c_i by the same nu
         mu = d * U * x.abs().mean(-1, keepdim=True) + U * m.abs()
         # var: sum c = 0 so nu enters only squared; 2U from rounding each c_i, gamma_d summing, U dividing
-        var_err = (d + 3) * U * var + mu * mu
+        var_err = (d + 3) * U * var + mu * mu + 2 * (c.abs() * e_c).mean(-1, keepdim=True)
         common = ((n, _inv_rel(var, var_err, eps)), (inv * w.expand_as(x), mu))
-        local = 3 * U * n.abs()  # x - m, *inv, *w
+        local = 3 * U * n.abs() + e_c * inv * w.abs()  # x - m, *inv, *w
     if v.norm_bias:
         assert b is not None
         return Rows(n + b, local + U * (n + b).abs(), common)
@@ -259,16 +267,23 @@ def _hadamard(v: Variant, rows: Rows) -> Rows:
 
 def oracle_rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
                 positions: torch.Tensor | None, eps: float = 1e-6, bias: torch.Tensor | None = None) -> Rows:
-    """norm -> RoPE -> Walsh-Hadamard in float64 from the definitions, with the float32 error bound."""
+    """norm -> RoPE (RoPE -> norm with norm_order: rope_then_norm) -> Walsh-Hadamard in float64 from the
+    definitions, with the float32 error bound."""
     import torch
 
     def f64(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.to(torch.float64)
 
-    rows = _norm(v, x.to(torch.float64), f64(weight), f64(bias), eps)
+    x64 = x.to(torch.float64)
+    rows = Rows(x64, torch.zeros_like(x64))
+    rope_first = v.norm_order == "rope_then_norm"
+    if not rope_first:
+        rows = _norm(v, rows, f64(weight), f64(bias), eps)
     if v.rope_dim:
         assert freqs is not None and positions is not None
         rows = _rope(v, rows, freqs.to(torch.float64), positions)
+    if rope_first:
+        rows = _norm(v, rows, f64(weight), f64(bias), eps)
     return _hadamard(v, rows)
 
 

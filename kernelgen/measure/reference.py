@@ -111,16 +111,21 @@ def _hadamard(v: Variant, y: torch.Tensor) -> torch.Tensor:
 
 def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.Tensor | None,
          positions: torch.Tensor | None, eps: float = 1e-6, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """norm -> RoPE -> Hadamard in float32: [N, D], before quantization."""
+    """norm -> RoPE (RoPE -> norm with norm_order: rope_then_norm) -> Hadamard in float32: [N, D], before
+    quantization."""
     import torch
 
     v = resolve(v)
     y = x.to(torch.float32)
-    y = _norm(v, y, weight, bias, eps)
+    rope_first = v.norm_order == "rope_then_norm"
+    if not rope_first:
+        y = _norm(v, y, weight, bias, eps)
     if v.rope_dim:
         assert freqs is not None and positions is not None
         safe = positions.long().clamp(0, freqs.shape[0] - 1)
         y = _rope(v, y, freqs, safe)
+    if rope_first:
+        y = _norm(v, y, weight, bias, eps)
     return _hadamard(v, y)
 
 

@@ -12,7 +12,7 @@ from ..codegen import checks
 from ..codegen.launch import LaunchPlan, resolve_group
 from ..codegen.render import group_args, group_checks
 from ..errors import LayoutMismatch
-from ..layout.pages import Pages, pages_of
+from ..layout.pages import Pages, pages_of, pool_halves
 from ..spec.group import Group
 from ..spec.parse import load_spec
 from ..tune.gpu import GpuInfo
@@ -66,8 +66,10 @@ class GroupOp:
     (`op.args`: the members' inputs q/k/v, their weights q_weight/k_weight, freqs, positions, out_loc, the
     dense Q output q_out, the caches k_cache/v_cache, and the per-tensor scales k_scale/v_scale where a member's
     store has one). `qkv=` passes one packed projection [N, (Hq + 2 Hkv) x D] instead of q, k and v (column
-    slices, no copy). A dense output may be any tensor whose rows are the member's records (e.g. bf16
-    [N, Hq, D] or the Q columns of qkv itself, to write Q in place): it is viewed as uint8 rows."""
+    slices, no copy); with kv_pool: joint, `kv_cache=` passes the one pool [num_pages, 2, ...] instead of k_cache
+    and v_cache (its halves, no copy). An output may be any tensor whose rows are the member's pages or records
+    (e.g. bf16 [num_pages, page_size, Hkv, D], bf16 [N, Hq, D] or the Q columns of qkv itself, to write Q in
+    place): it is viewed as uint8 rows."""
 
     def __init__(self, artifact: Artifact, tuned_from: str = "defaults") -> None:
         self.artifact = artifact
@@ -77,6 +79,7 @@ class GroupOp:
         self.layouts: dict[str, Pages] = {role: pages_of(v) for role, v in self.group.members}
         self.checker = GroupChecker(self.group, self.plan)
         self.args = self.checker.args
+        self.joint = [role for role, v in self.group.members if v.kv_pool == "joint"] == ["k", "v"]
         module = load_module(artifact.library)
         self.function = module[self.group.name]
         self.config_function = module[f"{self.group.name}_config"]
@@ -91,11 +94,22 @@ class GroupOp:
 
     def tensors(self, given: dict[str, Any]) -> tuple[Any, ...]:
         """The symbol's tensors, in its order, from keyword arguments (qkv split, dense outputs viewed as rows)."""
-        unknown = set(given) - set(self.args) - {"qkv"}
+        unknown = set(given) - set(self.args) - {"qkv", "kv_cache"}
         if unknown:
             raise LayoutMismatch(f"{self.group.name}: unknown argument(s) {', '.join(sorted(unknown))}; "
                                  f"it takes {', '.join(self.args)} (or qkv= for q, k and v)")
         given = dict(given)
+        pool = given.pop("kv_cache", None)
+        if pool is not None:
+            if not self.joint:
+                raise LayoutMismatch(f"{self.group.name}: kv_cache= is for K and V caches that are one pool "
+                                     "(kv_pool: joint); pass k_cache= and v_cache=")
+            try:
+                halves = pool_halves(pool)
+            except ValueError as e:
+                raise LayoutMismatch(f"{self.group.name}: kv_cache: {e}") from None
+            for role, half in zip(("k", "v"), halves):
+                given.setdefault(self.group.names(role)["kvcache"], half)
         qkv = given.pop("qkv", None)
         if qkv is not None:
             col = 0
@@ -105,7 +119,7 @@ class GroupOp:
                 col += width
         for role, v in self.group.members:
             out = self.group.names(role)["kvcache"]
-            if v.slots == "token" and out in given:
+            if out in given:
                 given[out] = as_rows(given[out])
         return tuple(given.get(a) for a in self.args)
 
@@ -129,8 +143,8 @@ class GroupOp:
 
 
 def as_rows(t: Any) -> Any:
-    """A dense output as the uint8 rows the kernel writes: [N, ...] of any dtype, its last dim contiguous, viewed
-    (never copied: a copy would take the writes) as uint8 [N, bytes per row]."""
+    """An output as the uint8 rows the kernel writes (pages of a cache, rows of a dense output): [rows, ...] of
+    any dtype, each row contiguous, viewed (never copied: a copy would take the writes) as uint8 [rows, bytes]."""
     import torch
 
     if not isinstance(t, torch.Tensor) or t.dtype == torch.uint8:

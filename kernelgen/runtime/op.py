@@ -99,6 +99,8 @@ class InputChecker:
             return t.data_ptr() % c.value == 0
         if c.kind == "page_bytes":
             return t.shape[1] == c.value
+        if c.kind == "pool_half":
+            return t.stride(1) == 1 and (t.shape[0] <= 1 or t.stride(0) == c.value)
         raise AssertionError(f"unknown check kind {c.kind}")
 
     @staticmethod

@@ -388,16 +388,19 @@ MODEL_DEFAULTS: dict[str, object] = {
     "v_head_dim": None,  # default head_dim
     "rotary_dim": None,  # default head_dim (full rotary); fewer: the first rotary_dim dims of each head; 0: no RoPE
     "rope_style": "neox", "rope_table": "halves", "qk_norm": "none",
+    "norm_order": "norm_then_rope",  # or "rope_then_norm": Q's and K's norm runs on the rotated heads
     "q_store": "bf16",  # or "none": no Q output (the group writes K and V only)
     "kv_store": "bf16", "k_store": None, "v_store": None,  # k_store / v_store default to kv_store
     "page_size": 16, "kv_layout": "nhd", "input_dtype": "bf16", "weight_dtype": "fp32",
+    "kv_pool": "separate",  # or "joint": K and V are the halves of one pool [num_pages, 2, page_size, ...]
 }
 MODEL_KEYS = ("name", *MODEL_DEFAULTS, "launch")
 _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
                "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
+               "norm_order": "norm_order",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
                "page_size": "page_size", "kv_layout": "kv_layout", "input_dtype": "input_dtype",
-               "weight_dtype": "weight_dtype"}
+               "weight_dtype": "weight_dtype", "kv_pool": "kv_pool"}
 
 
 def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Variant], tuple[Group, ...]]:
@@ -419,18 +422,19 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
         rotary = head_dim if m["rotary_dim"] is None else m["rotary_dim"]
         shared = {"input_dtype": m["input_dtype"], "weight_dtype": m["weight_dtype"], "rope_place": "head",
                   "rope_style": m["rope_style"], "rope_table": m["rope_table"]}
-        qk = {**shared, "head_dim": head_dim, "rope_dim": rotary, "norm": m["qk_norm"]}
+        qk = {**shared, "head_dim": head_dim, "rope_dim": rotary, "norm": m["qk_norm"], "norm_order": m["norm_order"]}
         parts = {
             "q": ({**qk, "heads": m["num_q_heads"], "store": m["q_store"], "slots": "token", "page_size": 1},
-                  ("num_q_heads", "head_dim", "rotary_dim", "qk_norm", "q_store")),
+                  ("num_q_heads", "head_dim", "rotary_dim", "qk_norm", "norm_order", "q_store")),
             "k": ({**qk, "heads": m["num_kv_heads"], "store": m["k_store"] or m["kv_store"],
-                   "page_size": m["page_size"], "kv_layout": m["kv_layout"]},
-                  ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "k_store", "kv_store", "page_size",
-                   "kv_layout")),
+                   "page_size": m["page_size"], "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"]},
+                  ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "norm_order", "k_store", "kv_store",
+                   "page_size", "kv_layout", "kv_pool")),
             "v": ({**shared, "head_dim": m["v_head_dim"] or head_dim, "heads": m["num_kv_heads"], "rope_dim": 0,
                    "norm": "none", "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"],
-                   "kv_layout": m["kv_layout"]},
-                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size", "kv_layout")),
+                   "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"]},
+                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size", "kv_layout",
+                   "kv_pool")),
         }
         members = []
         for role, (settings, keys) in parts.items():
@@ -440,6 +444,12 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
             v = _make(src, spec_name, f"{name}_{role}", settings, path, path + ("name",), origins)
             variants.append(v)
             members.append((role, v))
+        k, v = (dict(members)[role] for role in ("k", "v"))
+        if m["kv_pool"] == "joint" and (k.head_dim, k.store) != (v.head_dim, v.store):
+            raise _fail(src, path + ("kv_pool",), f"model {quote(name)}: kv_pool: joint needs K and V pages of one "
+                                                  f"shape (head_dim {k.head_dim} / {v.head_dim}, store {k.store} / "
+                                                  f"{v.store} here): give v_head_dim and v_store the K values, or "
+                                                  "drop kv_pool")
         launch = Launch(**_launch(src, path + ("launch",), table["launch"])) if "launch" in table else Launch()
         groups.append(Group(name, tuple(members), launch, spec_name, str(src.at(path))))
     return variants, tuple(groups)

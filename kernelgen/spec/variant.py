@@ -14,7 +14,9 @@ RopePlace = Literal["head", "tail"]
 RopeStyle = Literal["interleaved", "neox"]
 RopeTable = Literal["pairs", "halves"]
 Slots = Literal["out_loc", "token"]
-KvLayout = Literal["nhd", "hnd"]  # a multi-head page: [page_size, heads, record] (NHD) or [heads, page_size, record]  # where a token's record goes: the slot out_loc names, or row t of a dense output
+KvLayout = Literal["nhd", "hnd"]  # a multi-head page: [page_size, heads, record] (NHD) or [heads, page_size, record]
+NormOrder = Literal["norm_then_rope", "rope_then_norm"]  # rope_then_norm: the norm runs on the rotated row
+KvPool = Literal["separate", "joint"]  # a cache of its own, or one half (K or V) of a pool [num_pages, 2, page]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
@@ -80,6 +82,7 @@ class Variant:
     rope_table: RopeTable = "pairs"  # freqs rows: (cos, sin) of pair j at 2j, 2j+1; or cos of all pairs, then sin
     norm: NormKind = "rms"
     norm_bias: bool = False
+    norm_order: NormOrder = "norm_then_rope"
     hadamard: bool = False
     input_dtype: Dtype = "bf16"
     weight_dtype: WeightDtype = "fp32"
@@ -88,6 +91,9 @@ class Variant:
     round_through_bf16: bool = False
     slots: Slots = "out_loc"  # "token": token t's heads go to row t of a dense [N, heads * record] output (no out_loc)
     kv_layout: KvLayout = "nhd"  # with several heads: a page is [page_size, heads, record] or, "hnd", [heads, page_size, record]
+    # "joint": the cache is one half of a joint K/V pool [num_pages, 2, page] (pool[:, 0] or pool[:, 1], FlashInfer's
+    # single paged_kv_cache tensor): page p starts 2 * page_bytes after page p - 1
+    kv_pool: KvPool = "separate"
     launch: Launch = field(default_factory=Launch)
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
@@ -140,6 +146,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "rope_table": (str, get_args(RopeTable)),
     "norm": (str, get_args(NormKind)),
     "norm_bias": (bool, None),
+    "norm_order": (str, get_args(NormOrder)),
     "hadamard": (bool, None),
     "input_dtype": (str, get_args(Dtype)),
     "weight_dtype": (str, get_args(WeightDtype)),
@@ -148,10 +155,12 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "round_through_bf16": (bool, None),
     "slots": (str, get_args(Slots)),
     "kv_layout": (str, get_args(KvLayout)),
+    "kv_pool": (str, get_args(KvPool)),
 }
 # Axes added after records and exports were keyed: left out of content_key() at this default, so a
 # variant that does not use the axis keeps its key (and its tuning records and exports stay valid).
-KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs", "slots": "out_loc", "kv_layout": "nhd"}
+KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs", "slots": "out_loc", "kv_layout": "nhd",
+                                               "kv_pool": "separate", "norm_order": "norm_then_rope"}
 _NONE = object()
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
@@ -180,8 +189,10 @@ def short_name(axis: str, value: object) -> str:
         return _NORM_SHORT[str(value)]
     if axis == "slots":
         return "dense" if value == "token" else "paged"
-    if axis == "kv_layout":
+    if axis in ("kv_layout", "kv_pool"):
         return str(value)
+    if axis == "norm_order":
+        return "ropefirst" if value == "rope_then_norm" else "normfirst"
     if axis in ("input_dtype", "weight_dtype"):
         return f"{'in' if axis == 'input_dtype' else 'w'}{value}"
     if isinstance(value, bool):

@@ -748,13 +748,19 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   // The norm runs before the early exit: it needs only x (and the weights), so it overlaps the freqs
   // load, and x's loads stay at entry (with the exit first, nvcc sinks them below it: one more
   // round of memory latency per call, seen in the SASS).
-  normalize(r, o, p);
-  if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
-  rotate(r, o, freqs_row);
+  if constexpr (Cfg::kRopeFirst) {  // norm_order: rope_then_norm: the norm runs on the rotated row
+    if (!__any_sync(kWarp, write)) return;
+    rotate(r, o, freqs_row);
+    normalize(r, o, p);
+  } else {
+    normalize(r, o, p);
+    if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
+    rotate(r, o, freqs_row);
+  }
   hadamard(r);
   const int64_t safe_loc = write ? f.loc : 0;
   constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;
-  const int64_t page_bytes = Cfg::kTokenSlots ? p.page_stride : Cfg::kPageBytes;
+  const int64_t page_bytes = Cfg::kTokenSlots ? p.page_stride : Cfg::kPageStride;
   if constexpr (Cfg::kHnd) {  // record s * heads + h of slot s at h * page_size + s % page_size (HND)
     const int64_t slot = safe_loc / Cfg::kHeads;
     store(r, global_scale, p.cache + (slot / Cfg::kPageSize) * page_bytes,
@@ -879,6 +885,11 @@ inline int64_t address_offset(const tvm::ffi::TensorView& t, int bytes) {
 }
 
 // Rows of a 2-D tensor are contiguous and each starts `align`-byte aligned (given an aligned start).
+// One half of a joint K/V pool [num_pages, 2, page]: each page contiguous, pages page_stride bytes apart.
+inline bool pool_half(const tvm::ffi::TensorView& t, int64_t page_stride) {
+  return stride_of(t, 1) == 1 && (t.size(0) <= 1 || stride_of(t, 0) == page_stride);
+}
+
 inline bool rows_aligned(const tvm::ffi::TensorView& t, int elem_bytes, int align) {
   return stride_of(t, 1) == 1 && (t.size(0) <= 1 || stride_of(t, 0) * elem_bytes % align == 0);
 }
