@@ -31,6 +31,9 @@ for phase in "$@"; do
         compute-sanitizer --tool $tool --kernel-name kns=fused_norm_rope_store --error-exitcode 9 \
           python3 tools/sanitize.py > "$RES/sanitize_$tool.log" 2>&1; echo "$tool exit $?" | tee -a "$RES/sanitize_$tool.log"
         tail -3 "$RES/sanitize_$tool.log"
+        compute-sanitizer --tool $tool --kernel-name kns=fused_group --error-exitcode 9 \
+          python3 tools/sanitize.py --groups --tokens 1,300 > "$RES/sanitize_groups_$tool.log" 2>&1
+        echo "$tool groups exit $?" | tee -a "$RES/sanitize_groups_$tool.log"
       done ;;
     tune)
       for spec in $SPECS; do
