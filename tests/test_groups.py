@@ -476,3 +476,45 @@ def test_rope_then_norm_is_within_the_oracle_for_every_norm(norm: str, bias: boo
                         cache, bias=inputs["bias"], scale=inputs["scale"])
         report = check_against_oracle(v, cache, inputs, poison=poison)
         assert report.ok and report.rows > 0, report.as_dict()
+
+
+FP16_MODEL = ("family: fused_norm_rope_store\nname: h\nmodels:\n  - {name: fp16_layer, num_q_heads: 8, num_kv_heads: 2, "
+              "head_dim: 128, qk_norm: rms, input_dtype: fp16, q_store: fp16, kv_store: fp16}\n")
+
+
+@pytest.mark.pure
+def test_an_fp16_store_is_the_cast_of_the_rows_and_within_the_oracle() -> None:
+    """store: fp16 (an fp16 model's Q output and K/V caches): each value is the rows' float32 cast to fp16 (round
+    to nearest even), a non-finite row is fp16 NaN 0x7E00 in every value, and the float64 oracle accepts it and
+    refuses the bf16 bytes of the same rows."""
+    g = resolve_group(parse_spec(FP16_MODEL, "h.yaml").groups[0])
+    precheck(g)
+    k = g.member("k")
+    inputs = make_inputs(k, 40, 6, "cpu", seed=4)
+    inputs["x"][3, 5] = float("inf")
+    cache, poison = inputs["kvcache"].clone(), inputs["kvcache"].clone()
+    reference.store(k, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], cache)
+    written = reference.written_rows(k, inputs["out_loc"], inputs["positions"], inputs["freqs"], cache)
+    slots = inputs["out_loc"][written]
+    rows = reference.rows(k.row_variant, inputs["x"].reshape(-1, 128), inputs["weight"], inputs["freqs"],
+                          inputs["positions"].clamp(0, 4095).repeat_interleave(2)).reshape(-1, 2, 128)
+    stored = cache.view(torch.float16).view(cache.shape[0], 16, 2, 128)[slots // 16, slots % 16]
+    finite = torch.isfinite(rows[written]).all(-1)
+    assert torch.equal(stored[finite], rows[written][finite].half())
+    if bool(written[3]):
+        assert (stored[int(written[:3].sum())][0].view(torch.int16) == 0x7E00).all()
+    assert check_against_oracle(k, cache, inputs, poison=poison).ok
+    as_bf16 = cache.clone()
+    reference.store(replace(k, store="bf16"), inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"],
+                    inputs["out_loc"], as_bf16)
+    assert not check_against_oracle(k, as_bf16, inputs, poison=poison).ok
+
+
+@pytest.mark.build
+def test_fp16_and_rope_then_norm_groups_compile_for_every_target() -> None:
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+
+    groups = [parse_spec(FP16_MODEL, "h.yaml").groups[0], parse_spec(ROPE_FIRST, "rf.yaml").groups[0]]
+    results = compile_only(groups, toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"))
+    assert [r for r in results if not r.ok] == [] and len(results) == 3 * len(groups)

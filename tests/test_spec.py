@@ -62,7 +62,7 @@ def test_variants_are_frozen() -> None:
 
 @pytest.mark.parametrize("body, expected", [
     ("stores: 1\n", "s.yaml:3:1: unknown top-level key 'stores'"),
-    ("variants:\n  - {name: a, store: fp6}\n", f"s.yaml:4:22: store 'fp6' is not one of {STORES} (did you mean "
+    ("variants:\n  - {name: a, store: fp8e4}\n", f"s.yaml:4:22: store 'fp8e4' is not one of {STORES} (did you mean "
      "fp8_e4m3?)"),
     ("variants:\n  - {name: a, head_dim: big}\n", "s.yaml:4:25: head_dim must be an integer from 1 to 2147483647, "
      "got 'big'"),
@@ -207,7 +207,9 @@ def test_every_name_the_generated_code_uses_unqualified_is_refused() -> None:
     ("store", "float8_e4m3fn", "fp8_e4m3"),
     ("store", "fp8mla", "fp8_flashmla"),
     ("store", "fp4", "fp4_e2m1"),
-    ("store", "fp6", "fp8_e4m3"),
+    ("store", "fp6", "fp16"),
+    ("store", "float16", "fp16"),
+    ("store", "fp8e4", "fp8_e4m3"),
     ("norm", "rmsnorm", "rms"),
     ("norm", "LayerNorm", "layer"),
     ("rope_style", "gpt-j", "interleaved"),
@@ -220,10 +222,10 @@ def test_enum_values_suggest_the_spelling_kernelgen_uses(axis: str, value: str, 
     assert f"{axis} '{value}' is not one of " in message
 
 
-@pytest.mark.parametrize("axis, value", [("weight_dtype", "float16"), ("weight_dtype", "fp16"), ("store", "fp16"),
+@pytest.mark.parametrize("axis, value", [("weight_dtype", "float16"), ("weight_dtype", "fp16"), ("store", "fp32"),
                                          ("store", "float32")])
 def test_no_suggestion_for_a_value_the_axis_does_not_take(axis: str, value: str) -> None:
-    """fp16 weights and an fp16 store do not exist: suggesting the nearest spelling (bf16) would mislead."""
+    """fp16 weights and an fp32 store do not exist: suggesting the nearest spelling (bf16) would mislead."""
     message = error_of(f"variants:\n  - {{name: a, {axis}: {value}}}\n")
     assert message.endswith(f"{axis} '{value}' is not one of {', '.join(AXES[axis][1] or ())}"), message
 
@@ -274,11 +276,11 @@ def test_wrong_family_is_reported() -> None:
 
 def test_cli_prints_one_line_and_exits_nonzero(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(BASE + "variants:\n  - {name: a, store: fp6}\n")
+    bad.write_text(BASE + "variants:\n  - {name: a, store: fp8e4}\n")
     assert main(["list", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Traceback" not in err
-    assert err.startswith(f"error: {bad}:4:22: store 'fp6' is not one of")
+    assert err.startswith(f"error: {bad}:4:22: store 'fp8e4' is not one of")
 
 
 def test_cli_missing_spec_lists_shipped(capsys) -> None:

@@ -106,13 +106,13 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 # Rows that are not all finite are stored as canonical NaNs, the same bytes the kernels write.
-NAN_BYTES = {"bf16": b"\xc0\x7f", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00"}
+NAN_BYTES = {"bf16": b"\xc0\x7f", "fp16": b"\x00\x7e", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00"}
 
 
 def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False,
            global_scale: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """float32 rows [N, D] -> the bytes of each layout field for each row. A row holding NaN or inf
-    becomes canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF, e2m1 0).
+    becomes canonical NaN bytes in every field (bf16 0x7FC0, fp16 0x7E00, e4m3 0x7F, fp32 NaN, UE8M0 0xFF, e2m1 0).
     A format with a global scale multiplies the rows by g (global_scale, float32 [1]) first."""
     import torch
 
@@ -158,10 +158,15 @@ def _encode_finite(layout: Layout, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
-def _encode_plain_bf16(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+def _half_dtype(encoding: str) -> torch.dtype:
+    """The torch dtype of a 16-bit float encoding (round to nearest even, as the kernels' conversions)."""
     import torch
 
-    return {part.field: _bytes(y.to(torch.bfloat16))}
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[encoding]
+
+
+def _encode_plain_half(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {part.field: _bytes(y.to(_half_dtype(part.encoding)))}
 
 
 def _encode_e4m3_token_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -258,10 +263,10 @@ def _decode_values(layout: Layout, fields: dict[str, torch.Tensor]) -> torch.Ten
     return torch.cat([RULES[seg.part.rule].decode(seg.part, fields) for seg in segments], dim=-1)
 
 
-def _decode_plain_bf16(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+def _decode_plain_half(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
     import torch
 
-    return fields[part.field].contiguous().view(torch.bfloat16).to(torch.float32)
+    return fields[part.field].contiguous().view(_half_dtype(part.encoding)).to(torch.float32)
 
 
 def _decode_e4m3_token_scale(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -297,7 +302,8 @@ class Rule:
 
 
 RULES: dict[tuple[str, str], Rule] = {
-    ("bf16", "none"): Rule(_encode_plain_bf16, _decode_plain_bf16),
+    ("bf16", "none"): Rule(_encode_plain_half, _decode_plain_half),
+    ("fp16", "none"): Rule(_encode_plain_half, _decode_plain_half),
     ("e4m3", "none"): Rule(_encode_e4m3_plain, _decode_e4m3_plain),
     ("e4m3", "fp32"): Rule(_encode_e4m3_token_scale, _decode_e4m3_token_scale),
     ("e4m3", "fp32_divided"): Rule(_encode_e4m3_divided, _decode_e4m3_token_scale),

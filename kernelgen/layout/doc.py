@@ -26,7 +26,7 @@ bytes hold e + 127 for the power-of-two scale 2^e = 2^ceil(log2(max(amax, 1e-4) 
 
 Each format is one entry of `kernelgen/spec/formats.py`: its parts (which dims, which encoding, which
 scale) and its page arrangement (regions of per-token records, one after another). A row holding NaN
-or inf is stored as canonical NaN bytes in every field (bf16 0x7FC0, e4m3 0x7F, fp32 NaN, UE8M0 0xFF,
+or inf is stored as canonical NaN bytes in every field (bf16 0x7FC0, fp16 0x7E00, e4m3 0x7F, fp32 NaN, UE8M0 0xFF,
 e2m1 0), in every format.
 
 **`nvfp4`: plain NVFP4 with a per-tensor global scale.** Per page: page_size x head_dim / 2 B of e2m1

@@ -7,7 +7,7 @@ from typing import Literal
 from ..spec.formats import Part, StoreFormat, format_of, part_dims
 from ..spec.variant import Variant
 
-Encoding = Literal["bf16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
+Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class Layout:
         def low_bit(n: int) -> int:
             return n & -n if n else 16
 
-        value_fields = [f for f in self.fields if f.encoding in ("bf16", "e4m3", "e2m1x2")]
+        value_fields = [f for f in self.fields if f.encoding in ("bf16", "fp16", "e4m3", "e2m1x2")]
         return min([16, low_bit(self.page_bytes)] + [min(low_bit(f.base), low_bit(f.stride)) for f in value_fields])
 
     @property

@@ -39,6 +39,7 @@ class Grid:
 
 
 BF16 = Grid("bf16", 7, -126, math.inf, True)
+FP16 = Grid("fp16", 10, -14, math.inf, True)  # past 65504 a cast gives inf, which the checker never accepts
 E4M3 = Grid("e4m3", 3, -6, E4M3_MAX, True)
 E2M1 = Grid("e2m1", 1, 0, E2M1_MAX, False)
 E2M1_RNE = Grid("e2m1", 1, 0, E2M1_MAX, True)  # NVFP4's cvt.rn.satfinite
@@ -106,6 +107,17 @@ def _decode_bf16(raw: torch.Tensor) -> torch.Tensor:
 
     half = raw.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF  # little-endian byte pairs
     return (half << 16).view(torch.float32).to(torch.float64)
+
+
+def _decode_fp16(raw: torch.Tensor) -> torch.Tensor:
+    """IEEE binary16 from its bits: sign, 5 exponent bits (bias 15), 10 mantissa bits; subnormals at 2^-24."""
+    import torch
+
+    h = raw.contiguous().view(torch.int16).to(torch.int64) & 0xFFFF
+    e, m = (h >> 10) & 31, (h & 1023).to(torch.float64)
+    mag = torch.where(e == 0, m * 2.0 ** -24, torch.ldexp(1024 + m, (e - 25).to(torch.int32)))
+    mag = torch.where(e == 31, torch.where(m == 0, math.inf, math.nan), mag)
+    return torch.where((h >> 15) == 1, -mag, mag)
 
 
 def _decode_e4m3(codes: torch.Tensor) -> torch.Tensor:
@@ -445,6 +457,10 @@ def _check_plain_bf16(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -
     return [_verdict(part.field, _decode_bf16(raw[part.field]), values, BF16)], 0.0
 
 
+def _check_plain_fp16(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    return [_verdict(part.field, _decode_fp16(raw[part.field]), values, FP16)], 0.0
+
+
 def _check_e4m3_plain(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
     """Codes of the (already scaled) values on the e4m3 grid, saturating at 448."""
     return [_verdict(part.field, _decode_e4m3(raw[part.field]), values, E4M3)], 0.0
@@ -501,6 +517,7 @@ def _check_e4m3_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
 
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
+    ("fp16", "none"): _check_plain_fp16,
     ("e4m3", "none"): _check_e4m3_plain,
     ("e4m3", "fp32"): _check_fp8_e4m3,
     ("e4m3", "fp32_divided"): _check_fp8_e4m3,  # the window's slack covers a divide as a multiply

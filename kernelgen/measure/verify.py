@@ -24,7 +24,7 @@ class Report:
     tokens: int
     written_rows: int
     skipped_rows: int
-    bf16_mismatches: int  # must be 0
+    bf16_mismatches: int  # 16-bit float values (bf16, fp16) that differ: must be 0
     code_mismatches: int  # e4m3 / e2m1 codes that differ: must be 0
     code_far: int  # codes that differ by more than one step (a diagnosis: far means a logic error)
     codes_total: int
@@ -70,7 +70,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
     scale_ulp = 0
     for f in layout.fields:
         a, b = fg[f.name], fw[f.name]
-        if f.encoding == "bf16":
+        if f.encoding in ("bf16", "fp16"):
             bf16_bad += int((a != b).sum())
         elif f.encoding in ("e4m3", "e2m1x2"):
             if f.encoding == "e2m1x2":

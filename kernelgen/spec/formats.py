@@ -19,13 +19,13 @@ Variant = Any
 StoreKind = str
 
 Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
-ValueEncoding = Literal["bf16", "e4m3", "e2m1x2"]
+ValueEncoding = Literal["bf16", "fp16", "e4m3", "e2m1x2"]
 ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "ue8m0", "e4m3"]
 
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}
-VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
+VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "fp16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
 # How each scale kind is stored: the field's encoding and bytes per scale.
 SCALE_STORAGE: dict[str, tuple[str, int]] = {"fp32": ("fp32", 4), "fp32_divided": ("fp32", 4),
                                              "fp32_pow2": ("fp32", 4), "ue8m0": ("ue8m0", 1), "e4m3": ("e4m3", 1)}
@@ -241,6 +241,11 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "page_size x head_dim",
                 aliases=("fp8_static", "fp8_per_tensor", "fp8_kv", "fp8_kvscale", "fp8_e4m3_scaled", "fp8_kv_scale"),
                 global_scale=True, scale_reciprocal=True),
+    StoreFormat("fp16", "fp16", "kFp16",
+                (Part("values", "all", "fp16", "fp16 values"),),
+                RECORD,
+                "head_dim fp16 values (2 x head_dim B; a value past 65504 rounds to inf, as a cast does)",
+                "page_size x 2 x head_dim", aliases=("float16", "half", "f16")),
 )}
 
 

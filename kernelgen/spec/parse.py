@@ -62,10 +62,11 @@ INT_MAX = 2 ** 31 - 1
 INT_RANGES = {"head_dim": (1, INT_MAX), "heads": (1, INT_MAX), "rope_dim": (0, INT_MAX), "page_size": (1, INT_MAX)}
 # Other spellings of axis values (torch, paper and library names), for "did you mean" hints; keys are lower
 # case with '_' for '-' and ' '. Each value keeps its one spelling, so names, keys and records have one form.
-# None marks a spelling of something the axis does not take (fp16 weights): no near value is suggested for it.
+# None marks a spelling of something the axis does not take (fp16 weights, fp32 stores): no near value is
+# suggested for it.
 _DTYPE_ALIASES = {"float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "float": "fp32",
                   "f32": "fp32", "single": "fp32", "bfloat16": "bf16", "bfloat": "bf16"}
-_NOT_STORES = dict.fromkeys(("fp16", "float16", "half", "f16", "fp32", "float32", "float", "f32"))
+_NOT_STORES = dict.fromkeys(("fp32", "float32", "float", "f32"))
 ALIASES: dict[str, dict[str, str | None]] = {
     "input_dtype": dict(_DTYPE_ALIASES),
     "weight_dtype": {k: None if v == "fp16" else v for k, v in {**_DTYPE_ALIASES, "fp16": "fp16"}.items()},

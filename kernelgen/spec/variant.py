@@ -20,7 +20,7 @@ KvPool = Literal["separate", "joint"]  # a cache of its own, or one half (K or V
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
-                    "nvfp4", "fp8_scaled"]
+                    "nvfp4", "fp8_scaled", "fp16"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}

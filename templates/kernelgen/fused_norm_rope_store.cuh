@@ -30,7 +30,7 @@ namespace kernelgen {
 
 enum class Norm { kNone, kRms, kLayer, kRmsGemma };  // kRmsGemma: RMSNorm times (1 + weight)
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
-enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled };
+enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled, kFp16 };
 // Formats whose rows are multiplied by a per-tensor global scale g (read from Params::global_scale) before
 // they are encoded (the table's global_scale); for kFp8Scaled the tensor holds a dequantization scale s and
 // g = RN(1 / s) (the table's scale_reciprocal).
@@ -444,11 +444,12 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
 // ---- quantize and store --------------------------------------------------------------------
 //
 // A row whose values are not all finite after the math (NaN or inf in x, weight or freqs, or a
-// sum of squares that overflows float32) is written as canonical NaNs: bf16 0x7FC0, e4m3 0x7F,
+// sum of squares that overflows float32) is written as canonical NaNs: bf16 0x7FC0, fp16 0x7E00, e4m3 0x7F,
 // fp32 scale 0x7FC00000, UE8M0 scale 0xFF (fp4 codes 0, so every value decodes to NaN). The
 // per-chunk amax uses a NaN-propagating max, so detecting such rows costs one vote per token.
 
 constexpr uint32_t kBf16NanPair = 0x7FC07FC0u;
+constexpr uint32_t kFp16NanPair = 0x7E007E00u;
 constexpr uint32_t kE4m3NanQuad = 0x7F7F7F7Fu;
 constexpr uint8_t kUe8m0Nan = 0xFF;
 
@@ -471,11 +472,19 @@ __device__ __forceinline__ bool row_not_finite(const Row<Cfg>& r, const float (&
   return (__ballot_sync(kWarp, bad) & r.group) != 0;
 }
 
+// Two 16-bit floats in a word: fp16 for the fp16 store, else bf16 (round to nearest even).
 template <class Cfg>
-__device__ __forceinline__ void store_bf16(const Row<Cfg>& r, int c, uint8_t* dst, bool nan_row, bool write) {
+__device__ __forceinline__ uint32_t half_pair(float a, float b) {
+  if constexpr (Cfg::kStore == Store::kFp16) return f16x2(a, b);
+  else return bf16x2(a, b);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_half(const Row<Cfg>& r, int c, uint8_t* dst, bool nan_row, bool write) {
+  constexpr uint32_t kNanPair = Cfg::kStore == Store::kFp16 ? kFp16NanPair : kBf16NanPair;
   uint32_t words[Cfg::kVec / 2];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = nan_row ? kBf16NanPair : bf16x2(r.v[c][k], r.v[c][k + 1]);
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = nan_row ? kNanPair : half_pair<Cfg>(r.v[c][k], r.v[c][k + 1]);
   if (write) store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
@@ -576,7 +585,7 @@ __device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&
       if (write && (r.lane & (kGroupLanes - 1)) == 0)
         page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
     } else {
-      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
+      store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
   }
 }
@@ -610,7 +619,7 @@ __device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chu
       if ((r.lane & (kGroupLanes - 1)) == 0)
         page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 16] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
     } else {
-      store_bf16(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
+      store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
   }
 }
@@ -634,10 +643,10 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
   const bool nan_row = row_not_finite(r, chunk);
-  if constexpr (Cfg::kStore == Store::kBf16) {
+  if constexpr (Cfg::kStore == Store::kBf16 || Cfg::kStore == Store::kFp16) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_bf16(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
+      store_half(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
   } else if constexpr (Cfg::kStore == Store::kFp8E4m3 || Cfg::kStore == Store::kFp8Vllm ||
                        Cfg::kStore == Store::kFp8VllmUe8m0) {
     store_fp8_per_token(r, chunk, nan_row, page, off, write);

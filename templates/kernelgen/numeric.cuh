@@ -168,6 +168,12 @@ __device__ __forceinline__ uint32_t bf16x2(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// Two fp16 values (round-to-nearest-even; past 65504 inf, as a cast): a in the low half, b in the high half.
+__device__ __forceinline__ uint32_t f16x2(float a, float b) {
+  const __half2 pair = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
 __device__ __forceinline__ float bf16_round(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
