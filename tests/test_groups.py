@@ -13,6 +13,7 @@ from kernelgen.codegen.guards import precheck, violations
 from kernelgen.codegen.launch import default_plan, resolve_group
 from kernelgen.codegen.render import group_args, render_variant, x_align
 from kernelgen.errors import GuardViolation, LayoutMismatch, SpecError
+from kernelgen.layout.doc import layout_json
 from kernelgen.layout.layout import layout_of
 from kernelgen.layout.pages import pages_of
 from kernelgen.measure import reference
@@ -384,6 +385,9 @@ def test_a_joint_pool_s_halves_take_k_and_v_and_nothing_else() -> None:
     g = resolve_group(SPEC.group("qwen3_8b_joint"))
     k, v = g.member("k"), g.member("v")
     assert layout_of(k).joint and layout_of(k).page_stride == 2 * layout_of(k).page_bytes
+    manifest = layout_json(layout_of(k))  # what an export's manifest tells a pool allocator
+    assert manifest["pool"] == "joint" and manifest["page_stride"] == 2 * manifest["page_bytes"]
+    assert "pool" not in layout_json(layout_of(resolve_group(SPEC.group("qwen3_8b_bf16")).member("k")))
     inputs = group_inputs(g, 40, 6, "cpu", seed=5)
     kc, vc = inputs["k_cache"], inputs["v_cache"]
     assert kc.stride(0) == vc.stride(0) == 2 * kc.shape[1] and vc.data_ptr() - kc.data_ptr() == kc.shape[1]
