@@ -268,7 +268,7 @@ def test_a_group_is_a_torch_custom_op_whose_fake_checks_metadata(tmp_path: Path)
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize("name", ["cake_64_8_fp8", "llama3_8b_fp8", "gptoss_bf16"])
+@pytest.mark.parametrize("name", ["cake_64_8_fp8", "llama3_8b_fp8", "gptoss_bf16", "phi3_mini", "phi4_mini"])
 def test_the_float64_oracle_holds_every_member_of_a_group(name: str) -> None:
     """The oracle (float64 math, a window for float32 rounding) accepts every stored value of every member that
     the reference wrote, and nothing outside the written slots changed; a wrong code is a violation."""
@@ -358,6 +358,31 @@ def test_a_new_model_with_a_shipped_shape_is_one_entry_that_reuses_its_records()
     llama = SPEC.group("llama3_8b_fp8")
     assert mistral.content_key() == llama.content_key()
     assert [v.content_key() for _, v in mistral.members] == [v.content_key() for _, v in llama.members]
+
+
+@pytest.mark.pure
+def test_partial_rotary_over_96_dims_is_hf_s_rotate_half_on_the_first_96() -> None:
+    """Phi-4-mini (rotary_dim 96 of a 128-dim head, not a power of two): the K cache holds HF's
+    q_rot = k[..., :96] rotated by rotate_half (pairs j, j + 48) and k[..., 96:] passed through, written here
+    independently in float64 from the cos_sin_cache; the device code's pair lookup for such a rope differs
+    from the power-of-two one (guard neox_partner_reach)."""
+    g = resolve_group(SPEC.group("phi4_mini"))
+    k = g.member("k")
+    assert (k.rope_dim, k.rope_style, k.rope_table, k.head_dim) == (96, "neox", "halves", 128)
+    inputs = group_inputs(g, 20, 3, "cpu", seed=11)
+    mine = member_inputs(g, "k", inputs)
+    reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], mine["kvcache"])
+    written = reference.written_rows(k, mine["out_loc"], mine["positions"], mine["freqs"], mine["kvcache"])
+    x = mine["x"][written].double().reshape(-1, k.heads, 128)
+    cs = mine["freqs"][mine["positions"][written].long()].double()
+    cos = torch.cat([cs[:, :48], cs[:, :48]], dim=-1)[:, None, :]
+    sin = torch.cat([cs[:, 48:], cs[:, 48:]], dim=-1)[:, None, :]
+    rot, rest = x[..., :96], x[..., 96:]
+    half = torch.cat([-rot[..., 48:], rot[..., :48]], dim=-1)  # rotate_half
+    want = torch.cat([rot * cos + half * sin, rest], dim=-1)
+    got = pages_of(k).decode(mine["kvcache"], mine["out_loc"][written]).double()  # [N, heads, 128]
+    assert torch.allclose(got, want, rtol=1 / 128, atol=1e-2)
+    assert not torch.allclose(want[..., 48:96], x[..., 48:96])  # the upper half rotated too
 
 
 @pytest.mark.pure

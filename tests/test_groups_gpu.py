@@ -243,11 +243,15 @@ def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: 
     "{name: fp16_layer, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, input_dtype: fp16, "
     "q_store: fp16, kv_store: fp16, kv_pool: joint}",
     "{name: q_static, num_q_heads: 16, num_kv_heads: 2, head_dim: 128, q_store: fp8_scaled, kv_store: fp8_scaled}",
-], ids=["hnd", "rope_then_norm", "joint_hnd", "fp16_joint", "q_static_fp8"])
+    "{name: neox24, num_q_heads: 8, num_kv_heads: 2, head_dim: 96, rotary_dim: 24, qk_norm: rms, kv_store: fp8_scaled}",
+    "{name: gptj96, num_q_heads: 8, num_kv_heads: 2, head_dim: 160, rotary_dim: 96, rope_style: interleaved, "
+    "rope_table: pairs, q_store: fp8_e4m3}",
+], ids=["hnd", "rope_then_norm", "joint_hnd", "fp16_joint", "q_static_fp8", "neox_rotary24_d96", "gptj_rotary96_d160"])
 def test_unshipped_axes_are_exact_for_every_launch_the_tuner_may_choose(session_cache: Path, model: str) -> None:
     """kv_layout: hnd (pages [heads, page_size, head_dim]), norm_order: rope_then_norm, a joint K/V pool (with HND
-    pages), an fp16 model (fp16 in, fp16 Q and K/V) and a static-scale fp8 Q (q_scale): every candidate launch writes the reference's bytes; the default launch is within the
-    float64 oracle."""
+    pages), an fp16 model (fp16 in, fp16 Q and K/V), a static-scale fp8 Q (q_scale), and rotary dims that are not
+    powers of two on head dims that are not either (NeoX 24 of 96: partners by shuffle; interleaved 96 of 160):
+    every candidate launch writes the reference's bytes; the default launch is within the float64 oracle."""
     from kernelgen.measure.oracle import check_group_against_oracle
     from kernelgen.spec.parse import parse_spec
 

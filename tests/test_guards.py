@@ -16,9 +16,9 @@ from kernelgen.spec.variant import AXES, Launch, Variant
 # One variant per guard that breaks that guard and no other.
 VIOLATIONS: dict[str, Variant] = {
     "head_dim_range": Variant("g_head_dim_range", head_dim=1088, launch=Launch(32, 0, 2)),
-    "head_dim_multiple_of_64": Variant("g_head_dim_multiple_of_64", head_dim=96, rope_dim=32),
+    "head_dim_multiple_of_16": Variant("g_head_dim_multiple_of_16", head_dim=72, launch=Launch(4, 0, 2)),
     "hadamard_pow2": Variant("g_hadamard_pow2", head_dim=192, hadamard=True),
-    "rope_dim_choice": Variant("g_rope_dim_choice", rope_dim=16),
+    "rope_dim_multiple_of_4": Variant("g_rope_dim_multiple_of_4", rope_dim=18, launch=Launch(0, 0, 2)),
     "rope_fits": Variant("g_rope_fits", head_dim=64, rope_dim=128),
     "neox_aligned": Variant("g_neox_aligned", head_dim=192, rope_dim=128, rope_style="neox"),
     "page_size_pow2": Variant("g_page_size_pow2", page_size=48),
@@ -36,6 +36,9 @@ VIOLATIONS: dict[str, Variant] = {
     "hadamard_exchange_fits": Variant("g_hadamard_exchange_fits", head_dim=1024, hadamard=True, launch=Launch(128, 4, 8)),
     "neox_partner_in_one_warp": Variant("g_neox_partner_in_one_warp", head_dim=256, rope_dim=128, rope_style="neox",
                                         launch=Launch(64, 0, 2)),
+    "rope_whole_vectors": Variant("g_rope_whole_vectors", rope_dim=36, launch=Launch(0, 0, 8)),
+    "neox_partner_reach": Variant("g_neox_partner_reach", rope_dim=96, rope_style="neox", rope_place="head",
+                                  launch=Launch(8, 0, 8)),
     "threads_tile_row": Variant("g_threads_tile_row", launch=Launch(32, 0, 8)),
     "values_per_thread": Variant("g_values_per_thread", head_dim=1024, launch=Launch(8, 0, 8)),
     "block_shape": Variant("g_block_shape", launch=Launch(16, 1, 8)),
@@ -95,8 +98,8 @@ def test_static_asserts_fire_with_the_same_message() -> None:
 def _random_variant(rng: random.Random, i: int) -> Variant:
     """Any point of the spec space, guards or not: head_dim, rope, norm, stores, pages, dtypes, launch."""
     settings = {axis: rng.choice(choices) for axis, (_, choices) in AXES.items() if choices}
-    settings.update(head_dim=rng.choice([64, 96, 128, 192, 256, 320, 448, 512, 576, 1024]),
-                    rope_dim=rng.choice([0, 32, 64, 128]), norm_bias=rng.random() < 0.3,
+    settings.update(head_dim=rng.choice([64, 80, 96, 128, 160, 192, 256, 320, 448, 512, 576, 1024]),
+                    rope_dim=rng.choice([0, 16, 24, 32, 64, 96, 128]), norm_bias=rng.random() < 0.3,
                     hadamard=rng.random() < 0.4, page_size=rng.choice([1, 2, 3, 16, 64, 256]),
                     round_through_bf16=rng.random() < 0.2)
     launch = Launch(rng.choice([0, 0, 2, 4, 8, 16, 32, 64, 128]), rng.choice([0, 0, 1, 2, 8]), rng.choice([0, 0, 2, 4, 8]))

@@ -1,126 +1,13 @@
-"""The guard table: one predicate, one C++ condition and one message per unsupported combination."""
+"""Applying the guard table (codegen/guardtable.py) to variants and launch groups: the Python precheck and the
+generated static_asserts name the same guard with the same words."""
 from __future__ import annotations
 
 from ..errors import GuardViolation
-from ..layout.layout import layout_of
-from ..spec.formats import FORMATS, Guard
+from ..spec.formats import Guard
 from ..spec.group import Group
 from ..spec.variant import Variant
+from .guardtable import GUARDS
 from .launch import resolve, resolve_group
-
-
-def is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/kernelgen/fused_norm_rope_store.cuh)
-
-
-def _warp_stages(threads_per_token: int) -> int:
-    """The Hadamard stages that cross warps: one per warp bit of a token (64 threads: 1, 128: 2)."""
-    return (threads_per_token > 32) + (threads_per_token > 64)
-
-_UNQUANTIZED = [fmt for fmt in FORMATS.values() if not fmt.quantized]
-_QUANTIZED = ", ".join(name for name, fmt in FORMATS.items() if fmt.quantized)
-
-_VARIANT_GUARDS: tuple[Guard, ...] = (
-    Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
-          "head_dim must be between 64 and 1024", axes=('head_dim',)),
-    Guard("head_dim_multiple_of_64", lambda v: v.head_dim % 64 == 0, "kHeadDim % 64 == 0",
-          "head_dim must be a multiple of 64", axes=('head_dim',)),
-    Guard("hadamard_pow2", lambda v: not v.hadamard or is_pow2(v.head_dim),
-          "!kHadamard || kernelgen::is_pow2(kHeadDim)",
-          "hadamard needs a power-of-two head_dim (64, 128, 256, 512, 1024); turn hadamard off for other sizes", axes=('hadamard', 'head_dim')),
-    Guard("rope_dim_choice", lambda v: v.rope_dim in (0, 32, 64, 128, 256),
-          "kRopeDim == 0 || kRopeDim == 32 || kRopeDim == 64 || kRopeDim == 128 || kRopeDim == 256",
-          "rope_dim must be 0 (no RoPE), 32, 64, 128 or 256", axes=('rope_dim',)),
-    Guard("rope_fits", lambda v: v.rope_dim <= v.head_dim, "kRopeDim <= kHeadDim",
-          "rope_dim must not exceed head_dim", axes=('rope_dim', 'head_dim')),
-    Guard("neox_aligned",
-          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.rope_begin % v.rope_dim == 0,
-          "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
-          "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
-          "put the rope at the head or use a head_dim that is a multiple of rope_dim", axes=('rope_style', 'rope_place', 'rope_dim')),
-    Guard("heads_range", lambda v: 1 <= v.heads <= 128, "kHeads >= 1 && kHeads <= 128",
-          "heads must be between 1 and 128", axes=('heads',)),
-    Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
-          "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
-          "page_size must be a power of two from 1 to 4096", axes=('page_size',)),
-    Guard("token_slots_one_per_page", lambda v: v.slots == "out_loc" or v.page_size == 1,
-          "!kTokenSlots || kPageSize == 1",
-          "slots: token writes token t to row t of a dense output (one token per row): set page_size: 1",
-          axes=('page_size', 'slots')),
-    Guard("hnd_needs_pages", lambda v: v.kv_layout == "nhd" or v.slots == "out_loc", "!kHnd || !kTokenSlots",
-          "kv_layout: hnd arranges the heads of a paged cache ([heads, page_size, record] per page); a dense output "
-          "(slots: token) has one token per row: drop kv_layout or use slots: out_loc", axes=('kv_layout', 'slots')),
-    Guard("joint_pool_needs_pages", lambda v: v.kv_pool == "separate" or v.slots == "out_loc",
-          "!kJointPool || !kTokenSlots",
-          "kv_pool: joint writes one half of a paged K/V pool [num_pages, 2, page]; a dense output (slots: token) "
-          "is no pool: drop kv_pool or use slots: out_loc", axes=('kv_pool', 'slots')),
-    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (v.norm != "none" and v.rope_dim > 0),
-          "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
-          "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
-          "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),
-    Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
-          "!kNormBias || kNorm == kernelgen::Norm::kLayer",
-          "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),
-    Guard("round_needs_quantized_store", lambda v: not v.round_through_bf16 or FORMATS[v.store].quantized,
-          "!kRoundBf16 || " + " && ".join(f"kStore != {fmt.cpp_enum}" for fmt in _UNQUANTIZED),
-          f"round_through_bf16 only applies to quantized stores ({_QUANTIZED})", axes=('round_through_bf16', 'store')),
-)
-_LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
-    Guard("store_words",
-          lambda v: layout_of(v).store_align >= 4,
-          "kStoreAlign >= 4",
-          "every stored field must start on a 4-byte boundary (whole-word stores): with fp4_e2m1, head_dim/2 + "
-          "head_dim/32 bytes per token x page_size must be a multiple of 4; use an even page_size or a head_dim "
-          "that is a multiple of 128", axes=('page_size', 'head_dim', 'store')),
-    Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
-          "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
-          "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),
-    Guard("threads_per_token_pow2",
-          lambda v: is_pow2(v.launch.threads_per_token) and v.launch.threads_per_token <= 128,
-          "kernelgen::is_pow2(kThreadsPerToken) && kThreadsPerToken <= 128",
-          "launch.threads_per_token must be a power of two from 1 to 128 (lanes of one warp, or two or four warps)",
-          launch=True),
-    Guard("hadamard_exchange_fits",
-          lambda v: not v.hadamard or v.launch.threads_per_token <= 32
-          or v.launch.tokens_per_block * v.head_dim * 8 * _warp_stages(v.launch.threads_per_token)
-          <= HADAMARD_EXCHANGE_BYTES,
-          "!kHadamard || kThreadsPerToken <= 32 || kTokensPerBlock * kHeadDim * 8 * "
-          "((kThreadsPerToken > 32) + (kThreadsPerToken > 64)) <= kernelgen::kHadamardExchangeBytes",
-          "a token of several warps swaps its row between warps through shared memory for the Hadamard, "
-          "8 x head_dim bytes per warp bit and token (two buffers): with hadamard on and launch.threads_per_token "
-          "above 32, launch.tokens_per_block x head_dim x 8 x (1 for 64 threads, 2 for 128) must be at most 32768; "
-          "lower launch.tokens_per_block", launch=True),
-    Guard("neox_partner_in_one_warp",
-          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.launch.threads_per_token <= 32
-          or v.rope_dim // 2 < 32 * v.launch.vec,
-          "!kNeox || kRopeDim == 0 || kThreadsPerToken <= 32 || kRopeDim / 2 < 32 * kVec",
-          "neox RoPE exchanges a dim with its partner rope_dim/2 away by a shuffle within one warp: with "
-          "launch.threads_per_token above 32, rope_dim/2 must be less than 32 x launch.vec", launch=True),
-    Guard("threads_tile_row", lambda v: v.head_dim % (v.launch.threads_per_token * v.launch.vec) == 0,
-          "kHeadDim % (kThreadsPerToken * kVec) == 0",
-          "head_dim must be a multiple of launch.threads_per_token x launch.vec", launch=True),
-    Guard("values_per_thread", lambda v: v.head_dim // v.launch.threads_per_token <= 64,
-          "kHeadDim / kThreadsPerToken <= 64",
-          "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token", launch=True),
-    Guard("block_shape",
-          lambda v: (v.launch.threads_per_token * v.launch.tokens_per_block) % 32 == 0
-          and v.launch.threads_per_token * v.launch.tokens_per_block <= 1024,
-          "(kThreadsPerToken * kTokensPerBlock) % 32 == 0 && kThreadsPerToken * kTokensPerBlock <= 1024",
-          "launch.threads_per_token x launch.tokens_per_block must be a multiple of 32 and at most 1024", launch=True),
-)
-
-
-def _format_guards(launch: bool) -> tuple[Guard, ...]:
-    return tuple(g for fmt in FORMATS.values() for g in fmt.guards if g.launch == launch)
-
-
-# Every guard in one table: the variant's, each format's own, then the launch rules (each format's last).
-# Each guard names the spec keys it reads (most likely culprit first): a violation points at where that key is set.
-GUARDS: tuple[Guard, ...] = (_VARIANT_GUARDS + _format_guards(launch=False) + _LAYOUT_AND_LAUNCH_GUARDS
-                             + _format_guards(launch=True))
 
 
 def where(v: Variant, g: Guard) -> str:

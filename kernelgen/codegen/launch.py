@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from ..spec.formats import format_of
 from ..spec.group import Group
 from ..spec.variant import Launch, Variant
+from .guardtable import GUARDS
 
 # Defaults from a launch sweep on the H200 (`git show def195b~1:tools/results/h200_sweep_launch.log`): 16 values
 # per thread and 64-thread blocks were within ~10% of the best at 262144 tokens and the best
@@ -35,10 +36,32 @@ def resolve(v: Variant) -> Variant:
     if isinstance(v, Group):
         return resolve_group(v)  # type: ignore[return-value]
     given = v.launch
-    vec = given.vec or 16 // v.elem_bytes
-    threads = given.threads_per_token or default_threads(v, vec)
+    first = _filled(v, given.vec or 16 // v.elem_bytes, given.threads_per_token)
+    if (given.vec and given.threads_per_token) or not _breaks_launch_rule(first):
+        return first
+    # The default breaks a launch rule (e.g. neox RoPE over a rope_dim that is not a power of two needs its
+    # partner dims in reach): the nearest configuration that keeps every rule, the fields the spec set kept.
+    for vec in (given.vec,) if given.vec else tuple(x for x in (16 // v.elem_bytes, 8 // v.elem_bytes, 2) if x >= 2):
+        start = given.threads_per_token or default_threads(v, vec)
+        others = sorted((t for t in (1, 2, 4, 8, 16, 32) if t != start), key=lambda t: (abs(t.bit_length()
+                        - start.bit_length()), -t))
+        for threads in (start,) if given.threads_per_token else (start, *others):
+            alt = _filled(v, vec, threads)
+            if not _breaks_launch_rule(alt):
+                return alt
+    return first  # nothing fits: the guards say why
+
+
+def _filled(v: Variant, vec: int, threads: int) -> Variant:
+    """v with the launch fields the spec left at 0 filled in for this vector width (and thread count)."""
+    given = v.launch
+    threads = threads or default_threads(v, vec)
     tokens = given.tokens_per_block or max(DEFAULT_BLOCK_THREADS // threads, 1)
     return v.with_launch(replace(given, threads_per_token=threads, tokens_per_block=tokens, vec=vec))
+
+
+def _breaks_launch_rule(v: Variant) -> bool:
+    return any(g.launch and not g.holds(v) for g in GUARDS)
 
 
 @dataclass(frozen=True)

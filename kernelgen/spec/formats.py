@@ -95,7 +95,7 @@ class Arrangement:
 class Guard:
     """One unsupported combination: a predicate, the same condition over the generated Cfg constants,
     and one message (identical in the Python precheck and the static_assert). The guard table
-    (codegen/guards.py) holds the common guards and appends each format's own."""
+    (codegen/guardtable.py) holds the common guards and appends each format's own."""
 
     id: str
     holds: Callable[[Variant], bool]  # evaluated on a variant whose launch is resolved

@@ -34,7 +34,7 @@ class LaunchParam:
     values: Callable[[VariantLike], tuple[object, ...]]  # the space's default candidate values for a variant
     tie_pos: int  # its place in search.simplicity's tie order (after "is the default"); lower breaks first
     prefer: Literal["low", "high"]  # which end wins a tie (for a flag, "low" is off)
-    guards: tuple[str, ...] = ()  # ids of its validity rules in codegen/guards.py (launch guards)
+    guards: tuple[str, ...] = ()  # ids of its validity rules in codegen/guardtable.py (launch guards)
     # The space value -> this field, given every space value by tune name (default: the value itself).
     from_space: Callable[[Mapping[str, object]], object] | None = None
     limit: int = 4096  # the largest value a spec's `launch:` table may set (ints; the guards hold the real rules)
@@ -74,7 +74,7 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         tune="threads_per_token", space_pos=0, values=lambda v: (1, 2, 4, 8, 16, 32, 64, 128),
         tie_pos=2, prefer="low",
         guards=("threads_per_token_pow2", "threads_tile_row", "values_per_thread", "block_shape",
-                "hadamard_exchange_fits", "neox_partner_in_one_warp")),
+                "hadamard_exchange_fits", "neox_partner_in_one_warp", "neox_partner_reach")),
     LaunchParam(
         "tokens_per_block", int,
         "tokens one block handles; the tuning space sets block_threads (threads per block) instead, and "
@@ -87,7 +87,8 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "elements per vector load (16-byte and 8-byte loads by default); each thread holds chunks x vec elements",
         token="v", id_pos=2, compiled=True, cpp="kVec",
         tune="vec", space_pos=1, values=_vec_values,
-        tie_pos=3, prefer="high", guards=("vec_width", "threads_tile_row", "neox_partner_in_one_warp")),
+        tie_pos=3, prefer="high",
+        guards=("vec_width", "threads_tile_row", "neox_partner_in_one_warp", "rope_whole_vectors", "neox_partner_reach")),
     LaunchParam(
         "prefetch", bool,
         "issue weight, bias and freqs loads at kernel entry, beside the row load (one memory round trip for "

@@ -117,7 +117,7 @@ __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
 enum Exchange { kCenterSum = 0, kSquareSum = 1, kAmaxMax = 2, kExchanges = 3 };
 
 // Shared memory of the Hadamard's exchange between the warps of a token (warp_butterflies), per block: the
-// guard hadamard_exchange_fits (kernelgen/codegen/guards.py) holds launches to it.
+// guard hadamard_exchange_fits (kernelgen/codegen/guardtable.py) holds launches to it.
 constexpr int kHadamardExchangeBytes = 32768;
 
 // bar.sync and bar.red are the .aligned forms. PTX asks of those that every thread of the CTA execute the same
@@ -257,6 +257,18 @@ __device__ __forceinline__ void load_cos_sin(const float* cos, int half, float (
   }
 }
 
+// Neox pairs dim j of the rope with j + rope_dim/2: the pair index of either dim (a mask when rope_dim is a
+// power of two, a compare otherwise; the guards keep a vector within one half).
+template <class Cfg>
+__device__ __forceinline__ int neox_pair(int j) {
+  constexpr int kHalf = Cfg::kRopeDim / 2;
+  if constexpr (is_pow2(Cfg::kRopeDim)) {
+    return j & (kHalf - 1);
+  } else {
+    return j < kHalf ? j : j - kHalf;
+  }
+}
+
 // The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
 // chunks need both halves' pair j, so 2 x kVec values.
 template <class Cfg>
@@ -268,9 +280,9 @@ __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, 
       if (!in_rope<Cfg>(dim)) continue;
       const int j = dim - Cfg::kRopeBegin;
       if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
-        load_cos_sin(f + (Cfg::kNeox ? (j & (Cfg::kRopeDim / 2 - 1)) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
+        load_cos_sin(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
       } else if constexpr (Cfg::kNeox) {
-        load_wide(f + 2 * (j & (Cfg::kRopeDim / 2 - 1)), o.f[c]);
+        load_wide(f + 2 * neox_pair<Cfg>(j), o.f[c]);
       } else {
         load_wide(f + j, o.f[c]);
       }
@@ -315,18 +327,32 @@ __device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const Operands<C
   }
 }
 
-// Neox: dim j pairs with j + rope_dim/2. The partner differs in one index bit: a lane bit
-// (exchanged by shuffle) or a chunk bit (already in this thread).
+// Neox: dim j pairs with j + rope_dim/2. For a power-of-two rope_dim the partner differs in one index bit: a
+// lane bit (exchanged by shuffle) or a chunk bit (already in this thread). Otherwise (guard neox_partner_reach)
+// the partner is whole chunks away in this thread, or the whole rope lies in one warp's lanes of one chunk and
+// the partner is kHalf / kVec lanes up (lower half) or down (upper half).
 template <class Cfg>
 __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o) {
   using G = Geometry<Cfg>;
   constexpr int kHalf = Cfg::kRopeDim / 2;
+  constexpr bool kPow2 = is_pow2(Cfg::kRopeDim);
+  constexpr int kChunkElems = G::kVec * G::kT;
   float partner[G::kChunks][G::kVec];
 #pragma unroll
   for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < G::kVec; ++k) {
-      if constexpr (kHalf < G::kVec * G::kT) {
+      if constexpr (!kPow2 && kHalf % kChunkElems == 0) {  // whole chunks away: which way is known per chunk
+        constexpr int kStep = kHalf / kChunkElems;
+        const int j = c * kChunkElems - Cfg::kRopeBegin;  // the chunk's first rope index (uniform over lanes)
+        const int other = j < 0 || j >= Cfg::kRopeDim ? c : (j < kHalf ? c + kStep : c - kStep);
+        partner[c][k] = r.v[other < G::kChunks ? other : c][k];
+      } else if constexpr (!kPow2) {  // within one warp's lanes of one chunk (the rope starts a warp's slice)
+        constexpr int kLanes = kHalf / G::kVec;
+        const int u = r.lane % G::kWarpLanes;  // the rope's lane within the warp's slice of the chunk
+        const int src = u < kLanes ? u + kLanes : (u < 2 * kLanes ? u - kLanes : u);
+        partner[c][k] = __shfl_sync(kWarp, r.v[c][k], src, G::kWarpLanes);
+      } else if constexpr (kHalf < G::kVec * G::kT) {
         partner[c][k] = __shfl_xor_sync(kWarp, r.v[c][k], kHalf / G::kVec);
       } else {
         constexpr int kChunkBit = kHalf / (G::kVec * G::kT);
@@ -339,7 +365,8 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o)
     const int dim = r.first(c);
     if (!in_rope<Cfg>(dim)) continue;
     const int j = dim - Cfg::kRopeBegin;
-    const float sign = (j & kHalf) ? 1.f : -1.f;  // lower half: x*cos - p*sin; upper: x*cos + p*sin
+    const bool upper = kPow2 ? (j & kHalf) != 0 : j >= kHalf;
+    const float sign = upper ? 1.f : -1.f;  // lower half: x*cos - p*sin; upper: x*cos + p*sin
     const float* cs = o.f[c];
 #pragma unroll
     for (int k = 0; k < G::kVec; ++k) {
