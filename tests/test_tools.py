@@ -126,6 +126,14 @@ def test_sanitize_refuses_a_name_that_selects_nothing_in_one_line_before_any_gpu
     assert "no shipped spec named dsv4_indexr" in done.stderr.strip().splitlines()[-1]
 
 
+def test_sanitize_groups_refuse_a_group_name_that_selects_nothing_and_candidates_without_groups() -> None:
+    done = _run_tool("tools/sanitize.py", "--groups", "--variants", "phi5_mini")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "sanitize: no shipped launch group in the shipped specs named phi5_mini"
+    done = _run_tool("tools/sanitize.py", "--candidates")
+    assert done.returncode == 2 and "--candidates runs launch groups: add --groups" in done.stderr.strip().splitlines()[-1]
+
+
 def test_ab_kernels_refuses_more_than_two_launch_ids_in_one_line() -> None:
     done = _run_tool("tools/ab_kernels.py", ".", "dsv4_indexer:dsv4_indexer_fp8_p64", "--launch", "a/b/c")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

@@ -41,10 +41,15 @@ def main() -> int:
     parser.add_argument("--only", action="store_true", help="run the --launch configurations alone")
     parser.add_argument("--tokens", default="1,4096", help="comma-separated token counts (default: 1,4096)")
     parser.add_argument("--groups", action="store_true", help="run the shipped launch groups (--specs keeps those of "
-                                                              "the specs named)")
+                                                              "the specs named, --variants those named)")
+    parser.add_argument("--candidates", action="store_true", help="with --groups: every launch the tuner may choose, "
+                                                                  "not only the tuned dispatch's")
     args = parser.parse_args()
+    if args.candidates and not args.groups:
+        parser.error("--candidates runs launch groups: add --groups")
     if args.groups:
-        return groups(set(_names(args.specs)), [int(n) for n in _names(args.tokens)])
+        return groups(set(_names(args.specs)), set(_names(args.variants)), [int(n) for n in _names(args.tokens)],
+                      args.candidates)
     specs, names = set(_names(args.specs)), set(_names(args.variants))
     extra = [Launch.from_id(i) for i in _names(args.launch)]
     tokens = [int(n) for n in _names(args.tokens)]
@@ -92,19 +97,28 @@ def main() -> int:
     return 0
 
 
-def groups(specs: set[str], tokens: list[int]) -> int:
-    """Every shipped launch group (of the specs named, default all), every configuration of its tuned dispatch."""
+def groups(specs: set[str], names: set[str], tokens: list[int], candidates: bool = False) -> int:
+    """Every shipped launch group (of the specs named, and with the names given; default all), every configuration
+    of its tuned dispatch, or (candidates) every launch the tuner may choose for it."""
+    from kernelgen.codegen.launch import launch_variant
     from kernelgen.measure.inputs import group_inputs
     from kernelgen.runtime.group_op import load_group_kernel
     from kernelgen.spec.parse import shipped_specs
+    from kernelgen.tune.space import default_space, group_candidates
 
-    chosen = [g for spec in shipped_specs() if not specs or spec.name in specs for g in spec.groups]
+    chosen = [g for spec in shipped_specs() if not specs or spec.name in specs for g in spec.groups
+              if not names or g.name in names]
     if not chosen:
-        print(f"sanitize: no shipped launch group in {', '.join(sorted(specs)) or 'the shipped specs'}")
+        print(f"sanitize: no shipped launch group in {', '.join(sorted(specs)) or 'the shipped specs'}"
+              + (f" named {', '.join(sorted(names))}" if names else ""))
         return 2
     calls = 0
     for g in chosen:
-        op = load_group_kernel(g)
+        plan = None
+        if candidates:
+            cands, _ = group_candidates(g, default_space(g.members[0][1]))
+            plan = plan_routes(launch_variant(g), [(ALL_TOKENS, cands[0])], tuple(cands))
+        op = load_group_kernel(g, plan=plan)
         for n in tokens:
             args = op.tensors({k: t for k, t in group_inputs(op.variant_for(n), n, 4, "cuda", seed=n).items() if k != "qkv"})
             for config in range(len(op.plan.configs)):
