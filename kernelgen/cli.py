@@ -624,7 +624,7 @@ def parser() -> argparse.ArgumentParser:
     rd.add_argument("variant", help="one of the spec's variants (`kernelgen list SPEC` shows them)")
     rd.add_argument("-o", "--output", help="write to a file instead of stdout")
     rd.set_defaults(func=cmd_render)
-    ck = sub.add_parser("check", help="guards + compile-only for each target (no GPU needed)")
+    ck = sub.add_parser("check", help="guards + device code compiled for each target (nvcc --fatbin; no GPU needed)")
     ck.add_argument("specs", nargs="*", help=SPECS_HELP)
     ck.add_argument("--arch", help=f"targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or {CHECK_TARGETS})")
     ck.add_argument("--all", action="store_true", help="compile every page size, not one per layout")

@@ -50,6 +50,16 @@ def test_the_text_is_what_it_was() -> None:
     assert ninja_text(UNITS, TC, "/tpl", link=False, portable=True) == RULES.format(cudart="-cudart static") + compile_only
 
 
+def test_a_device_only_check_compiles_a_fatbin_and_builds_no_host_object() -> None:
+    """compile_only's units (.fatbin outputs) take the device rule: nvcc --fatbin for every target of the unit, no
+    -c object and no link; a build's text has no such rule."""
+    units = [Unit("a", "a.cu", ("sm_90a", "sm_120a"), "a.fatbin")]
+    text = ninja_text(units, TC, "/tpl", link=False)
+    assert "rule device\n  command = $nvcc $cuda_flags $gencode --fatbin $in -o $out\n" in text
+    assert "build a.fatbin: device a.cu\n" in text and ": compile " not in text and ": link " not in text
+    assert "rule device" not in ninja_text(UNITS, TC, "/tpl", link=True)
+
+
 def test_no_hand_written_escaper() -> None:
     tree = ast.parse(Path(buildplan.__file__).read_text())
     assert not [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and "escape" in n.name]

@@ -27,12 +27,19 @@ class Unit:
     name: str  # variant name, also the exported function
     source: str  # path of the .cu file, relative to the build dir
     archs: tuple[str, ...]
-    output: str  # .so (build) or .o (compile-only check), relative to the build dir
+    output: str  # .so (build), .o (a compiled object) or .fatbin (a device-only check), relative to the build dir
 
     @property
     def object(self) -> str:
         """The compiled object: the output itself for a compile-only unit, else beside the .so."""
-        return self.output if self.output.endswith(".o") else self.output.rsplit(".", 1)[0] + ".o"
+        return self.output if self.output.endswith((".o", ".fatbin")) else self.output.rsplit(".", 1)[0] + ".o"
+
+    @property
+    def device_only(self) -> bool:
+        """A check that compiles the device code for its targets into a fatbin (nvcc --fatbin): the whole file
+        is parsed and its templates instantiated, host code included, but no host object is built (the host
+        compiler's part, the same for every target and the longest step, is left to a real build)."""
+        return self.output.endswith(".fatbin")
 
 
 def headers_digest(headers: dict[str, bytes]) -> str:
@@ -91,8 +98,12 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
     out.newline()
     out.rule("link", "$nvcc -shared $in -o $out $ldflags", description="link $out")
     out.newline()
+    if any(u.device_only for u in units):
+        out.rule("device", "$nvcc $cuda_flags $gencode --fatbin $in -o $out", description="nvcc $out")
+        out.newline()
     for u in units:  # unit paths are variant names and hex keys: nothing the shell would split
-        out.build(u.object, "compile", u.source, variables={"gencode": _shell(*gencode_flags(u.archs))})
+        out.build(u.object, "device" if u.device_only else "compile", u.source,
+                  variables={"gencode": _shell(*gencode_flags(u.archs))})
         if link:
             out.build(u.output, "link", u.object)
     return text.getvalue()

@@ -245,10 +245,12 @@ def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
 def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
                  jobs: int | None = None, check: bool = True, plan: LaunchPlan | None = None,
                  progress: Progress | None = None) -> list[CheckResult]:
-    """Compile each variant for each arch into a throwaway dir; failures are results, not exceptions.
-    One nvcc call per variant builds every arch (the front end and host code run once: about half the
-    time of one call per arch); a variant that fails is compiled again per arch, so each result names
-    the arch that fails. With check=False the Python precheck is skipped (guard parity tests)."""
+    """Compile each variant's device code for each arch into a throwaway dir; failures are results, not
+    exceptions. One nvcc --fatbin call per variant builds every arch: the front end parses the whole file and
+    instantiates its templates (host code included: an error there fails the check too), cicc and ptxas run per
+    arch, and the host compiler's object, the same for every arch and the longest step (about 4 of 12 s for a
+    launch group), is left to a real build. A variant that fails is compiled again per arch, so each result
+    names the arch that fails. With check=False the Python precheck is skipped (guard parity tests)."""
     results: list[CheckResult] = []
     names: list[str] = []
     with writing(tempfile.gettempdir(), _TMP_ELSEWHERE):
@@ -264,11 +266,11 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
                     continue
             write_file(work / f"{v.name}.cu", render_variant(v, check=False, plan=plan), _TMP_ELSEWHERE)
             names.append(v.name)
-        together = [Unit(n, f"{n}.cu", archs, f"{n}.o") for n in names]
+        together = [Unit(n, f"{n}.cu", archs, f"{n}.fatbin") for n in names]
         failed = names if len(archs) == 1 else [
             u.name for u, ok, _ in _compile_units(work, together, toolchain, jobs, progress) if not ok]
         results += [CheckResult(n, arch, True, "") for n in names if n not in failed for arch in archs]
-        alone = [Unit(n, f"{n}.cu", (arch,), f"{n}.{arch}.o") for n in failed for arch in archs]
+        alone = [Unit(n, f"{n}.cu", (arch,), f"{n}.{arch}.fatbin") for n in failed for arch in archs]
         for u, ok, log in _compile_units(work, alone, toolchain, jobs, progress):
             results.append(CheckResult(u.name, u.archs[0], ok, first_error_line(log) if log else ""))
     finally:
