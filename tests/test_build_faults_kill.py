@@ -27,9 +27,13 @@ from kernelgen.build.store import Owner, clean_dead_staging, kernels_dir, owner_
 pytestmark = pytest.mark.pure
 
 ARCHS = ("sm_90a",)
+# The builder takes Ctrl-C as an interactive Python does (KeyboardInterrupt), even when the test runner was started
+# with SIGINT ignored (a shell's background job, nohup ...&), which every child would otherwise inherit.
 BUILDER = textwrap.dedent("""
+    import signal
     import sys
     from pathlib import Path
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, sys.argv[3])
     from test_build_faults import fake_toolchain, variant
     from kernelgen.build.lifecycle import build
