@@ -104,20 +104,18 @@ def groups(specs: set[str], names: set[str], tokens: list[int], candidates: bool
     from kernelgen.measure.inputs import group_inputs
     from kernelgen.runtime.group_op import load_group_kernel
     from kernelgen.spec.parse import shipped_specs
+    from kernelgen.tune.runner import tuning_plan
     from kernelgen.tune.space import default_space, group_candidates
 
-    chosen = [g for spec in shipped_specs() if not specs or spec.name in specs for g in spec.groups
-              if not names or g.name in names]
+    chosen = [(g, spec.tune_overrides()) for spec in shipped_specs() if not specs or spec.name in specs
+              for g in spec.groups if not names or g.name in names]
     if not chosen:
         print(f"sanitize: no shipped launch group in {', '.join(sorted(specs)) or 'the shipped specs'}"
               + (f" named {', '.join(sorted(names))}" if names else ""))
         return 2
     calls = 0
-    for g in chosen:
-        plan = None
-        if candidates:
-            cands, _ = group_candidates(g, default_space(g.members[0][1]))
-            plan = plan_routes(launch_variant(g), [(ALL_TOKENS, cands[0])], tuple(cands))
+    for g, overrides in chosen:  # candidates: the tuner's own space and plan for the group
+        plan = tuning_plan(g, group_candidates(g, default_space(launch_variant(g), overrides))[0]) if candidates else None
         op = load_group_kernel(g, plan=plan)
         for n in tokens:
             args = op.tensors({k: t for k, t in group_inputs(op.variant_for(n), n, 4, "cuda", seed=n).items() if k != "qkv"})
