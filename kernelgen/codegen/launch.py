@@ -41,7 +41,8 @@ def resolve(v: Variant) -> Variant:
         return first
     # The default breaks a launch rule (e.g. neox RoPE over a rope_dim that is not a power of two needs its
     # partner dims in reach): the nearest configuration that keeps every rule, the fields the spec set kept.
-    for vec in (given.vec,) if given.vec else tuple(x for x in (16 // v.elem_bytes, 8 // v.elem_bytes, 2) if x >= 2):
+    widths = dict.fromkeys(x for x in (16 // v.elem_bytes, 8 // v.elem_bytes, 2) if x >= 2)  # fp32: 4, 2 once each
+    for vec in (given.vec,) if given.vec else widths:
         start = given.threads_per_token or default_threads(v, vec)
         others = sorted((t for t in (1, 2, 4, 8, 16, 32) if t != start), key=lambda t: (abs(t.bit_length()
                         - start.bit_length()), -t))
