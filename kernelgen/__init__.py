@@ -21,7 +21,8 @@ from .errors import (
 if TYPE_CHECKING:
     from .layout.layout import Layout, layout_of
     from .runtime.export import load_exported
-    from .runtime.op import Op, load, load_variant
+    from .runtime.loader import load
+    from .runtime.op import Op, load_variant
     from .spec.parse import Spec, load_spec, parse_spec
     from .spec.variant import Launch, Variant
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Layout": ".layout.layout", "layout_of": ".layout.layout",
     "load_exported": ".runtime.export",
-    "Op": ".runtime.op", "load": ".runtime.op", "load_variant": ".runtime.op",
+    "Op": ".runtime.op", "load": ".runtime.loader", "load_variant": ".runtime.op",
     "Spec": ".spec.parse", "load_spec": ".spec.parse", "parse_spec": ".spec.parse",
     "Launch": ".spec.variant", "Variant": ".spec.variant",
 }

@@ -390,8 +390,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.show:
         return _show_records()
+    if args.verify:
+        return _verify_records(args)
+    if args.rechoose:
+        return _rechoose_records(args)
     if not args.spec:
-        raise KernelgenError("kernelgen tune needs a SPEC (or --show)")
+        raise KernelgenError("kernelgen tune needs a SPEC (or --show, or --verify)")
     spec, variants = _selected(args)
     buckets = _parse_ints(args.buckets, "--buckets") or spec.tune_buckets() or DEFAULT_BUCKETS
     gpus: list[str | None] = [g for g in args.gpus.split(",") if g] if args.gpus else [None]
@@ -506,17 +510,14 @@ def _tune_table(r: Any) -> None:
 
 
 def _record_status(r: Any, rgpu: Any, gpu: Any, known: dict[str, Variant]) -> str:
-    """Whether a usable record applies here; 'invalid: <why>' where its routes cannot run its variant."""
-    from .tune import recordcheck, records
+    """Whether a usable record applies here; 'invalid: <why>' where its routes cannot run its variant. Whether
+    its kernels still build to the code it timed is checked when they are built (`kernelgen tune --verify`)."""
+    from .tune import recordcheck
 
     v = known.get(r.content_key)
     broken = recordcheck.routes_problem(v, r.choice) if v is not None else None
     if broken:
         return f"invalid: {broken}"
-    if v is not None:
-        stale = r.stale(records.current_code(v, rgpu, r.chosen_instances()))
-        if stale:
-            return f"no: the code of {', '.join(stale)} changed (re-tune)"
     if gpu is None:
         return "no GPU"
     return "yes" if rgpu.matches(gpu) else "no: other GPU"
@@ -524,10 +525,64 @@ def _record_status(r: Any, rgpu: Any, gpu: Any, known: dict[str, Variant]) -> st
 
 @functools.lru_cache(maxsize=1)
 def _shipped_by_key() -> dict[str, Variant]:
-    """Shipped variants by content key: the ones whose guards --show can check a record's routes against."""
-    from .spec.parse import shipped_variants
+    """Shipped variants and launch groups by content key (the first name where several share one): the ones
+    whose guards --show can check a record's routes against."""
+    from .spec.parse import shipped_specs
 
-    return {v.content_key(): v for v in shipped_variants()}
+    out: dict[str, Any] = {}
+    for spec in shipped_specs():
+        for v in [*spec.variants, *spec.groups]:
+            out.setdefault(v.content_key(), v)
+    return out
+
+
+def _verify_records(args: argparse.Namespace) -> int:
+    """`kernelgen tune [SPEC] --verify`: every record a load would use, compiled for its GPU's arch and compared
+    with the device code it timed (no GPU needed); 1 when one is stale or missing."""
+    from .spec.parse import shipped_specs
+    from .tune.verify import verify
+
+    kernels = _selected(args)[1] if args.spec else [k for spec in shipped_specs() for k in spec.kernels]
+    start = time.monotonic()
+    with _compiling("verifying records") as progress:
+        verdicts = verify(kernels, _toolchain(), jobs=args.jobs, progress=progress)
+    table = Table(title="tuning records against the device code this kernelgen builds", title_justify="left")
+    for col in ("kernel", "gpu", "record", "detail"):
+        table.add_column(col)
+    for v in verdicts:
+        table.add_row(escape(v.kernel), v.gpu, v.status, escape(v.detail))
+    out.print(table)
+    counts = {s: sum(v.status == s for v in verdicts) for s in ("holds", "stale", "missing")}
+    out.print(f"{counts['holds']} hold, {counts['stale']} stale, {counts['missing']} missing "
+              f"({len(kernels)} kernels) in {time.monotonic() - start:.1f} s", markup=False)
+    return 1 if counts["stale"] or counts["missing"] else 0
+
+
+def _rechoose_records(args: argparse.Namespace) -> int:
+    """`kernelgen tune --rechoose [--out DIR]`: each record's routes chosen again from its own timings by this
+    kernelgen's rule (after a change of the choice rule: kernelgen/tune/search.py select); nothing is re-timed."""
+    from dataclasses import replace
+
+    from .codegen.launch import launch_variant, resolve
+    from .tune import records
+    from .tune.search import select
+
+    directory = knobs.check_folder("--out", Path(args.out)) if args.out else knobs.tuning_dir()
+    known = _shipped_by_key()
+    changed = total = 0
+    for path, _, record in records.all_records(directory):
+        total += 1
+        kernel = known.get(record.content_key)
+        if kernel is None:
+            out.print(f"{record.variant}: not a shipped kernel, left alone", markup=False)
+            continue
+        choice = tuple(select(record.timings, record.buckets, resolve(launch_variant(kernel)).launch))
+        if choice != record.choice:
+            out.print(f"{kernel.name}: {list(record.choice)} -> {list(choice)}", markup=False)
+            records.write(path.parent, replace(record, choice=choice))  # merged with itself: the new choice
+            changed += 1
+    out.print(f"{changed} of {total} records in {directory} chosen again", markup=False)
+    return 0
 
 
 def _show_records() -> int:
@@ -554,7 +609,8 @@ def _show_records() -> int:
             slug = found.gpu.slug if found.gpu else path.name
             for r in found.records.values():
                 routes = "; ".join(f"<={b}: {lid}" for b, lid in r.choice)
-                table.add_row(where, slug, escape(recordcheck.shown(r.variant)), routes,
+                name = known[r.content_key].name if r.content_key in known else r.variant
+                table.add_row(where, slug, escape(recordcheck.shown(name)), routes,
                               escape(_record_status(r, found.gpu, gpu, known)))
             for bad in found.rejected:
                 table.add_row(where, slug, escape(recordcheck.shown(bad.variant) if bad.key else "-"), "-",
@@ -659,6 +715,11 @@ def parser() -> argparse.ArgumentParser:
                     help="schedule one task per variant on a Ray cluster (ADDRESS, e.g. auto; none: a local instance); "
                          "needs pip install 'kernelgen[ray]'")
     tu.add_argument("--show", action="store_true", help="list cached and shipped records and whether they apply here")
+    tu.add_argument("--rechoose", action="store_true",
+                    help="choose the routes of the records in --out (default: the user's) again from their timings")
+    tu.add_argument("--verify", action="store_true",
+                    help="compile every record's choice (no GPU) and check it is the device code it timed; "
+                         "lists stale and missing records (exit 1 if any)")
     tu.set_defaults(func=cmd_tune)
     ex = sub.add_parser("export", help="compile variants for deployment (no nvcc needed to load them)")
     ex.add_argument("spec", help=SPEC_HELP)

@@ -15,7 +15,7 @@ from kernelgen.build import toolchain
 from kernelgen.build.lifecycle import build, kernels_dir
 from kernelgen.cli import main
 from kernelgen.errors import BuildError, LayoutMismatch
-from kernelgen.runtime.op import load
+from kernelgen.runtime.loader import load
 from kernelgen.spec.parse import load_spec
 from kernelgen.codegen.launch import resolve
 from kernelgen.codegen.render import render_variant

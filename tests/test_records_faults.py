@@ -37,8 +37,7 @@ FAST, SLOW = "t16.b4.v8.pf", "t8.b8.v8"
 
 
 def _record(v: Any, gpu: GpuInfo, choice: tuple[tuple[int, str], ...] = ((64, FAST), (4096, SLOW))) -> records.Record:
-    return records.Record(v.name, v.content_key(), records.current_code(v, gpu, (FAST.removesuffix(".pf"), SLOW))
-                          | records.current_code(v, gpu, (FAST,)), gpu, (1, 64, 4096),
+    return records.Record(v.name, v.content_key(), {i: f"code-of-{i}" for i in (FAST.removesuffix(".pf"), SLOW)}, gpu, (1, 64, 4096),
                           {FAST: {1: 1.0, 64: 1.5, 4096: 9.0}, SLOW: {1: 2.0, 64: 3.0, 4096: 4.0}}, {}, choice)
 
 

@@ -41,7 +41,7 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floa
 
 
 def _record(v: Any) -> records.Record:
-    return records.Record(v.name, v.content_key(), records.current_code(v, RTX, (FAST, SLOW)), RTX, (1, 64, 4096),
+    return records.Record(v.name, v.content_key(), {records.instance_id(i): f"code-of-{i}" for i in (FAST, SLOW)}, RTX, (1, 64, 4096),
                           {FAST: {1: 1.0, 64: 1.5, 4096: 9.0}, SLOW: {1: 2.0, 64: 3.0, 4096: 4.0}}, {},
                           ((64, FAST), (4096, SLOW)))
 

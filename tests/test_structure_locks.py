@@ -69,7 +69,7 @@ def test_record_writes_keep_their_lock_file_beside_the_record(tmp_path: Path) ->
     from kernelgen.tune.gpu import GpuInfo
 
     v, gpu, launch = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64"), GpuInfo("NVIDIA H200", "9.0", 132, 140, 4800), "t8.b8.v8"
-    record = records.Record(v.name, v.content_key(), records.current_code(v, gpu, (launch,)), gpu, (1,),
+    record = records.Record(v.name, v.content_key(), {launch: "code-of-t8.b8.v8"}, gpu, (1,),
                             {launch: {1: 1.0}}, {}, ((1, launch),))
     path = records.write(tmp_path, record)
     assert path.with_suffix(".lock").is_file() and records.lookup([tmp_path], gpu, v) is not None

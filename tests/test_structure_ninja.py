@@ -22,7 +22,7 @@ UNITS = [Unit("a", "a-1/a.cu", ("sm_90a",), "a-1/a.so"), Unit("b", "b-2/b.cu", (
 
 RULES = """ninja_required_version = 1.3
 nvcc = /usr/local/cuda/bin/nvcc
-cuda_flags = -std=c++17 -O3 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DX -I/tpl -I/inc
+cuda_flags = -std=c++17 -O3 -compress-mode=none -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DX -I/tpl -I/inc
 ldflags = -shared -L/lib -ltvm_ffi {cudart}
 
 rule compile

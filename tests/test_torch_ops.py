@@ -7,7 +7,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kernelgen.errors import LayoutMismatch
-from kernelgen.runtime.op import load
+from kernelgen.runtime.loader import load
 from kernelgen.runtime.torch_ops import register
 
 pytestmark = pytest.mark.build

@@ -144,9 +144,10 @@ def test_failures_are_data_and_never_chosen() -> None:
 
 
 def _code(gpu: GpuInfo, timings: dict[str, dict[int, float]], key: str | None = None) -> dict[str, str]:
-    """The code keys of the timed instances as this kernelgen builds them for gpu (or all `key`)."""
+    """Device-code keys of the timed instances, as a tuner would take them from the library it timed: one per
+    instance and GPU arch (or all `key`)."""
     ids = {records.instance_id(lid) for lid in timings}
-    return {i: key for i in ids} if key else records.current_code(V, gpu, ids)
+    return {i: key or f"{gpu.capability}:{i}" for i in ids}
 
 
 def _record(gpu: GpuInfo, timings: dict[str, dict[int, float]], choice: list[tuple[int, str]],
@@ -165,9 +166,6 @@ def test_records_round_trip_and_apply_only_to_the_same_gpu_and_template(tmp_path
     assert found is not None and found[0].routes() == [(ALL_TOKENS, fast)]
     assert records.lookup([tmp_path], H200, V) is None
     assert records.lookup([tmp_path], B200, V) is None
-    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)],
-                                    code=_code(H200, {fast.id: {}}, "0" * 16)))
-    assert records.lookup([tmp_path], H200, V) is None, "a record that timed other code is never used"
     other_board = replace(H200, bandwidth_gbs=3350)
     records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
     assert records.lookup([tmp_path], H200, V) is not None
@@ -192,20 +190,6 @@ def test_runtime_uses_the_record_for_the_gpu_and_defaults_elsewhere(tmp_path: Pa
             assert plan_for_arch(V, "sm_120a")[0].launch_for(1) == replace(fast, pdl=False)
         with knobs.scope(TUNED="0"):
             assert tuned_plan(V, RTX)[1] == "defaults"
-
-
-def test_packed_build_has_records_of_its_own_on_sm100_only(tmp_path: Path) -> None:
-    """KERNELGEN_PACKED_F32=1 changes the code on sm_100/sm_103 only: records tuned there with it key apart
-    from the scalar build's, while every other GPU's records (the shipped H200 ones) still apply."""
-    timings = {DEFAULT.id: {1: 1.0}}
-    scalar = {gpu.name: _code(gpu, timings) for gpu in (B200, H200, RTX)}
-    with knobs.scope(PACKED_F32="1"):
-        packed = _code(B200, timings)
-        assert _code(H200, timings) == scalar[H200.name] and _code(RTX, timings) == scalar[RTX.name]
-        records.write(tmp_path, _record(B200, timings, [(ALL_TOKENS, DEFAULT.id)], code=packed))
-        assert records.lookup([tmp_path], B200, V) is not None
-        assert records.lookup(records.search_dirs(), H200, V) is not None, "the shipped H200 record still applies"
-    assert packed != scalar[B200.name] and records.lookup([tmp_path], B200, V) is None
 
 
 def test_merge_keeps_old_timings_and_rechooses(tmp_path: Path) -> None:
@@ -255,132 +239,52 @@ def test_launch_ids_round_trip() -> None:
     assert isinstance(Outcome(), Outcome)
 
 
-def test_a_record_moves_to_new_code_keys_only_with_its_chosen_instances_proven(tmp_path: Path) -> None:
-    fast, slow, other = Launch(32, 2, 4, False, True), Launch(8, 8, 8), Launch(16, 4, 8)
-    timings = {fast.id: {1: 1.0}, fast.instance.id: {1: 1.2}, slow.id: {1: 3.0}, other.id: {1: 2.0}}
-    old = _record(H200, timings, [(ALL_TOKENS, fast.id)], code=_code(H200, timings, "0" * 16))
-    old = replace(old, failures={Launch(4, 16, 8).id: "wrong: 1 code differs"})
-    proven = records.current_code(V, H200, {fast.instance.id, slow.id})
-    moved = records.rekeyed(old, proven, "sm_90a SASS identical")
-    assert set(moved.timings) == {fast.id, fast.instance.id, slow.id}  # PDL is not code: both kept
-    assert moved.failures == {} and moved.choice == old.choice and moved.code == proven
-    assert moved.method["rekeyed"] == [{"from_code": old.code, "proof": "sm_90a SASS identical"}]
-    again = records.rekeyed(moved, proven, "again")
-    assert [step["proof"] for step in again.method["rekeyed"]] == ["sm_90a SASS identical", "again"]  # the chain
-    records.write(tmp_path, moved)
-    assert records.lookup([tmp_path], H200, V) is not None
-    with pytest.raises(ValueError, match="not among the proven"):
-        records.rekeyed(old, records.current_code(V, H200, {slow.id}), "proof")
-
-
-def test_a_kernel_edit_invalidates_exactly_the_instances_that_timed_it(tmp_path: Path, monkeypatch) -> None:
-    """A record keeps applying through edits that leave its kernels alone (comments); an edit that changes
-    a kernel's code makes its record stale, and the next write drops the stale instance's timings only."""
+def test_a_write_drops_the_old_timings_of_instances_whose_code_changed(tmp_path: Path) -> None:
+    """The tuner keys every instance it built: an old timing of an instance now built to other code is dropped at
+    the next write, the timings of unchanged code are kept, and the choice is made again from what is left."""
     fast = Launch(32, 2, 4, False, True)
-    timings = {fast.id: {1: 1.0}, DEFAULT.id: {1: 2.0}}
-    records.write(tmp_path, _record(H200, timings, [(ALL_TOKENS, fast.id)]))
-    headers = dict(records._headers())
-    main = "fused_norm_rope_store.cuh"
-    commented = {**headers, main: headers[main] + b"\n// a comment added by an edit\n"}
-    monkeypatch.setattr(records, "_headers", lambda: tuple(commented.items()))
-    assert records.lookup([tmp_path], H200, V) is not None, "a comment keeps the record"
-    changed = {**headers, main: headers[main].replace(b"kHadamardExchangeBytes = 32768", b"kHadamardExchangeBytes = 16384")}
-    assert changed != headers
-    monkeypatch.setattr(records, "_headers", lambda: tuple(changed.items()))
-    assert records.lookup([tmp_path], H200, V) is None, "a kernel edit makes the record stale"
-    records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 2.5}}, [(ALL_TOKENS, DEFAULT.id)]),
-                  current=lambda ids: records.current_code(V, H200, ids))
+    pick = lambda r: select(r.timings, r.buckets, DEFAULT)  # noqa: E731
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}, DEFAULT.id: {1: 2.0}}, [(ALL_TOKENS, fast.id)]), pick)
+    changed = {fast.instance.id: "edited-kernel", DEFAULT.id: _code(H200, {DEFAULT.id: {}})[DEFAULT.id]}
+    records.write(tmp_path, _record(H200, {DEFAULT.id: {1: 2.5}}, [(ALL_TOKENS, DEFAULT.id)], code=changed), pick)
     [(_, _, merged)] = records.all_records(tmp_path)
     assert set(merged.timings) == {DEFAULT.id} and merged.timings[DEFAULT.id] == {1: 2.5}
+    assert fast.instance.id not in merged.code and [lid for _, lid in merged.choice] == [DEFAULT.id]
 
 
-def test_rekey_compares_the_launch_code_not_only_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """tools/rekey_records.py moves records only where the host code that shapes a launch (grid, block,
-    attributes, parameters) is the same: a grid edit counts, comments, layout and kernel code do not (the
-    SASS comparison covers those), and a header whose launch functions moved is refused by name."""
-    from kernelgen.resources import include_dir
+def test_a_load_uses_a_record_only_where_the_built_kernels_are_the_code_it_timed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """build_tuned builds the record's dispatch, compares the library's device code with the record's keys, and
+    where a chosen instance changed says so in one line and builds the default launch (never a stale choice)."""
+    from kernelgen.build.store import Artifact
+    from kernelgen.codegen.launch import default_plan
+    from kernelgen.tune import lookup
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    from rekey_records import HEADER, launch_code
+    fast = Launch(32, 2, 4, False, True)
+    records.write(tmp_path, _record(H200, {fast.id: {1: 1.0}}, [(ALL_TOKENS, fast.id)]))
+    built_code: dict[str, str] = {}
+    builds: list[object] = []
 
-    header = variant_launch_part((include_dir() / HEADER).read_text())
-    base = launch_code(header)
-    assert "cudaLaunchKernelEx" in base and "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in base
+    class Built(Artifact):
+        def device_code(self) -> dict[str, dict[str, str]]:
+            return {"sm_90a": dict(built_code)}
 
-    def edited(old: str, new: str) -> str:
-        assert header.count(old) == 1, old
-        return launch_code(header.replace(old, new))
+    def fake_build(variants, toolchain, archs, cache_dir, jobs, plans, progress, portable):  # noqa: ANN001
+        builds.append(plans[0])
+        return [Built(v, "key", tmp_path / v.name, p, archs) for v, p in zip(variants, plans)]
 
-    assert edited("  if (num_tokens == 0) return;", "  // nothing to launch\n  if (num_tokens == 0)\n    return;") == base
-    assert edited("constexpr uint8_t kUe8m0Nan = 0xFF;", "constexpr uint8_t kUe8m0Nan = 0xFE;") == base
-    assert edited("blocks = std::min(blocks, resident_blocks<Cfg>(x.device().device_id));",
-                  "blocks = std::min(blocks, 2 * resident_blocks<Cfg>(x.device().device_id));") != base
-    assert edited("launch.numAttrs = pdl ? 1 : 0;", "launch.numAttrs = 1;") != base
-    with pytest.raises(ValueError, match="update LAUNCH_FUNCTIONS"):
-        edited("void run(", "void launch(")
-
-
-def test_rekey_lets_a_new_params_field_through_but_not_a_launch_that_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Params field the old kernels never read, filled from a new run() parameter, leaves the launch as it
-    was (the global scale of nvfp4 came in so); the same parameter shaping the grid does not."""
-    import re
-
-    from kernelgen.resources import include_dir
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    from rekey_records import HEADER, launch_code, launch_code_as_of
-
-    header = variant_launch_part((include_dir() / HEADER).read_text())
-    field, assign, param = ("  const float* global_scale;", "  p.global_scale = reinterpret_cast<const float*>(address(scale));\n",
-                            " tvm::ffi::TensorView scale,")
-    assert header.count(assign) == 1 and header.count(param) == 1 and header.count(field) == 1
-    old = re.sub(re.escape(field) + r"[^\n]*\n", "", header.replace(assign, "").replace(param, ""))
-    assert launch_code(old) != launch_code(header)
-    assert launch_code_as_of(old, header) == launch_code(old)
-    grid = "launch.gridDim = dim3(static_cast<unsigned>(blocks));"
-    shaped = header.replace(grid, "launch.gridDim = dim3(static_cast<unsigned>(blocks + scale.size(0)));")
-    assert launch_code_as_of(old, shaped) != launch_code(old)
-
-
-def test_rekey_drops_a_product_by_a_new_constant_only_where_the_variant_renders_it_as_1(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Multi-head rows came in as `* Cfg::kHeads` in run(): without the new constant the launch is the old one,
-    and a record moves only for a variant that renders kHeads = 1. A factor the old header already names
-    (kTokensPerBlock) is not dropped."""
-    from kernelgen.codegen.render import render_variant
-    from kernelgen.resources import include_dir
-    from kernelgen.spec.parse import load_spec
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    from rekey_records import HEADER, launch_code, launch_code_as_of, unit_factors, unit_factors_hold
-
-    header = variant_launch_part((include_dir() / HEADER).read_text())
-    rows, slots = "x.size(0) * Cfg::kHeads;", "cache.size(0) * Cfg::kPageSize * Cfg::kHeads;"
-    assert header.count(rows) == 1 and header.count(slots) == 1
-    old = header.replace(rows, "x.size(0);").replace(slots, "cache.size(0) * Cfg::kPageSize;").replace("kHeads", "kH")
-    assert launch_code(old) != launch_code(header) and unit_factors(old, header) == {"kHeads"}
-    assert launch_code_as_of(old, header) == launch_code(old)
-    assert unit_factors(header, header) == set()
-    by_name = {v.name: v for v in load_spec("gqa_kv").variants}
-    assert not unit_factors_hold(render_variant(by_name["qwen3_8b_k_bf16_p16"]), {"kHeads"})
-    one_head = {v.name: v for v in load_spec("example").variants}["example_nvfp4"]
-    assert unit_factors_hold(render_variant(one_head), {"kHeads"})
-
-
-def variant_launch_part(header: str) -> str:
-    """The kernel header up to the launch groups' host code, which repeats run()'s steps for a group's kernel
-    (make_params, launch_kernel): the text edits of the rekey tests name lines of run() once."""
-    return header[:header.index("// ---- launch groups, host side")]
-
-
-def test_shipped_h200_records_cover_every_shipped_variant_for_this_template() -> None:
-    """After a template change the shipped records are stale (another template): re-tune on an H200 with
-    `kernelgen tune SPEC --out cache` for each shipped spec, or, where the kernels' code did not change,
-    carry the records over with `tools/rekey_records.py` (it proves that from the SASS)."""
-    from kernelgen.spec.parse import shipped_variants
-
-    missing = [v.name for v in shipped_variants() if tuned_plan(v, H200)[1] == "defaults"]
-    assert not missing
+    monkeypatch.setattr(lookup, "build", fake_build)
+    built_code.update(_code(H200, {fast.id: {}}))
+    [(_, found)] = lookup.build_tuned([V], [H200], None, ("sm_90a",), directories=[tmp_path])  # type: ignore[arg-type]
+    assert found.source.endswith(".json") and found.plan.launch_for(1) == fast and len(builds) == 1
+    built_code[fast.instance.id] = "another kernel"
+    builds.clear()
+    with caplog.at_level("WARNING"):
+        [(artifact, found)] = lookup.build_tuned([V], [H200], None, ("sm_90a",), directories=[tmp_path])  # type: ignore[arg-type]
+    assert found.plan == default_plan(V) and artifact.launch_plan == default_plan(V) and len(builds) == 2
+    assert found.source == "defaults (record stale)"
+    [line] = [r.getMessage() for r in caplog.records if "timed other device code" in r.getMessage()]
+    assert fast.instance.id in line and "sm_90a" in line and "kernelgen tune dsv4_indexer" in line
 
 
 def test_simulated_device_properties_select_their_own_record(tmp_path: Path) -> None:

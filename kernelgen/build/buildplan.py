@@ -17,7 +17,9 @@ from .._version import __version__
 if TYPE_CHECKING:
     from .toolchain import Toolchain
 
-CUDA_FLAGS: tuple[str, ...] = ("-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden")
+# -compress-mode=none: the cubins in a library stay readable, so build/devicecode.py digests each kernel
+CUDA_FLAGS: tuple[str, ...] = ("-std=c++17", "-O3", "-compress-mode=none", "-Xcompiler", "-fPIC",
+                               "-Xcompiler", "-fvisibility=hidden")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The one build lifecycle: plan, find, lock, find again, stage, ninja, publish, load. Everything that builds goes through here."""
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import tempfile
@@ -19,7 +20,7 @@ from ..errors import BuildError, GuardViolation, StorageError, ToolchainError, s
 from ..layout.layout import layout_of
 from ..spec.group import Group
 from ..spec.variant import Variant
-from . import processes
+from . import devicecode, processes
 from .buildplan import (
     Unit,
     build_key,
@@ -44,6 +45,9 @@ from .store import (
     write_file,
 )
 from .toolchain import Toolchain
+
+
+log = logging.getLogger("kernelgen.build")
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,17 @@ def _raise_if_storage(text: str, build_dir: Path, elsewhere: str, who: str) -> N
         raise StorageError(f"{storage_error(OSError(code, cause), build_dir, elsewhere=elsewhere)} ({who}: {line})")
 
 
-def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict[str, object]:
+def _device_code(library: Path, a: Artifact, archs: tuple[str, ...]) -> dict[str, object]:
+    """The manifest's record of what each instance runs (build/devicecode.py); none where it cannot be read
+    (then tuning records cannot be checked against this artifact, and loads use the default launch)."""
+    try:
+        return {"device_code": devicecode.instance_keys(library.read_bytes(), a.launch_plan.configs, archs)}
+    except devicecode.DeviceCodeError as exc:
+        log.warning("kernelgen: %s: cannot read its kernels' device code (%s)", a.variant.name, exc)
+        return {}
+
+
+def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain, library: Path) -> dict[str, object]:
     if isinstance(a.variant, Group):
         layouts = {role: layout_of(v) for role, v in a.variant.members}
         sizes: dict[str, object] = {"members": {role: {"variant": v.name, "page_bytes": layouts[role].page_bytes,
@@ -139,6 +153,7 @@ def _manifest(a: Artifact, archs: tuple[str, ...], toolchain: Toolchain) -> dict
         **sizes,
         "launch_configs": [c.id for c in a.launch_plan.configs],
         "dispatch": a.launch_plan.describe(),
+        **_device_code(library, a, archs),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -189,7 +204,7 @@ def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, ar
             if not built.is_file():
                 failures.append((p.variant, _unit_log(outputs, u)))
                 continue
-            publish(staging / a.directory.name, a, _manifest(a, archs, toolchain))
+            publish(staging / a.directory.name, a, _manifest(a, archs, toolchain, built))
         if failures:
             for _, text in failures:
                 _raise_if_storage(text, staging, CACHE_ELSEWHERE, "nvcc")
@@ -279,13 +294,38 @@ def compile_only(variants: list[Variant], toolchain: Toolchain, archs: tuple[str
     return sorted(results, key=lambda r: (order[r.variant], archs.index(r.arch)))
 
 
+def device_code(targets: list[tuple[Variant, LaunchPlan]], toolchain: Toolchain, archs: tuple[str, ...],
+                jobs: int | None = None, include_dir: Path | None = None,
+                progress: Progress | None = None) -> list[dict[str, dict[str, str]]]:
+    """{arch: {instance id: key}} of each (variant or group, plan), from its device code alone (nvcc --fatbin
+    into a throwaway dir, no host object, no cache): what a tuning record of it would have to hold
+    (build/devicecode.py). `include_dir` replaces the kernel headers (tests of what keeps a key). A target
+    that does not compile raises BuildError naming it."""
+    with writing(tempfile.gettempdir(), _TMP_ELSEWHERE):
+        work = Path(tempfile.mkdtemp(prefix="kernelgen-code-"))
+    try:
+        units = []
+        for i, (v, lp) in enumerate(targets):
+            write_file(work / f"t{i}.cu", render_variant(v, plan=lp), _TMP_ELSEWHERE)
+            units.append(Unit(v.name, f"t{i}.cu", archs, f"t{i}.fatbin"))
+        out = []
+        for (v, lp), (u, ok, log_text) in zip(targets, _compile_units(work, units, toolchain, jobs, progress,
+                                                                       include_dir)):
+            if not ok:
+                raise BuildError(f"{v.name}: nvcc failed: {first_error_line(log_text)}")
+            out.append(devicecode.instance_keys((work / u.output).read_bytes(), lp.configs, archs))
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _compile_units(work: Path, units: list[Unit], toolchain: Toolchain, jobs: int | None,
-                   progress: Progress | None) -> list[tuple[Unit, bool, str]]:
+                   progress: Progress | None, include_dir: Path | None = None) -> list[tuple[Unit, bool, str]]:
     """Compile units (no link) with one ninja run in work: (unit, compiled, nvcc's log if it failed)."""
     if not units:
         return []
-    write_file(work / "build.ninja", ninja_text(units, toolchain, str(resources.include_dir()), link=False),
-               _TMP_ELSEWHERE)
+    headers = str(include_dir or resources.include_dir())
+    write_file(work / "build.ninja", ninja_text(units, toolchain, headers, link=False), _TMP_ELSEWHERE)
     outputs = failed_outputs(run_ninja(work, jobs, progress, elsewhere=_TMP_ELSEWHERE))
     done = []
     for u in units:

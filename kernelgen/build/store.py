@@ -24,7 +24,7 @@ from .. import knobs
 from ..codegen.launch import LaunchPlan
 from ..errors import writing
 from ..spec.variant import Variant
-from . import processes
+from . import devicecode, processes
 
 CACHE_LAYOUT = "v1"  # bump when the artifact directory format changes
 STAGING_PREFIX = ".staging-"
@@ -50,6 +50,18 @@ class Artifact:
     @property
     def source(self) -> Path:
         return self.directory / f"{self.variant.name}.cu"
+
+    def device_code(self) -> dict[str, dict[str, str]]:
+        """{arch: {instance id: key}} of the kernels in its library (build/devicecode.py), as its manifest keeps
+        them (read from the library where the manifest has none); {} where they cannot be read."""
+        try:
+            kept = json.loads((self.directory / "manifest.json").read_text()).get("device_code")
+            if isinstance(kept, dict):
+                return kept
+            return devicecode.instance_keys(self.library.read_bytes(), self.launch_plan.configs, self.archs or ())
+        except (OSError, ValueError, AttributeError, devicecode.DeviceCodeError) as exc:
+            log.warning("kernelgen: cannot read the device code of %s (%s)", self.library, exc)
+            return {}
 
 
 def kernels_dir(cache_dir: Path | None = None) -> Path:

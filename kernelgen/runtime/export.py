@@ -15,7 +15,6 @@ from typing import Any
 from .._version import __version__
 from ..build import toolchain as tc
 from ..build.arch import capability_of_arch
-from ..build.lifecycle import build
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
 from ..codegen.launch import LaunchPlan, Route, resolve, resolve_group
@@ -37,10 +36,13 @@ MANIFEST = "manifest.json"
 _ELSEWHERE = "export to another folder (-o)"  # the fix a full or read-only output folder ends on
 
 
-def plan_for_arch(v: Variant, arch: str) -> tuple[LaunchPlan, str]:
+def plan_for_arch(v: Variant | Group, arch: str) -> tuple[LaunchPlan, str]:
     """The dispatch tuned on a GPU of this arch (the load path's lookup rule, for the GPU models recorded
-    with this compute capability), else the defaults."""
-    found = lookup.tuned(v, lookup.record_gpus(capability_of_arch(arch)))
+    with this compute capability), else the defaults; before its device code is checked (build_for_arch)."""
+    return _shown(lookup.tuned(v, lookup.record_gpus(capability_of_arch(arch))))
+
+
+def _shown(found: lookup.Tuned) -> tuple[LaunchPlan, str]:
     return found.plan, found.gpu.slug if found.gpu is not None else "defaults"
 
 
@@ -127,9 +129,10 @@ def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Pat
     toolchain = tc.detect()
     entries: dict[str, Any] = {}
     for arch in archs:
-        plans = [plan_for_arch(v, arch) for v in variants]
-        artifacts = build(variants, toolchain, (arch,), None, jobs, [p for p, _ in plans], progress, portable=True)
-        for v, a, (plan, source) in zip(variants, artifacts, plans):
+        built = lookup.build_tuned(variants, lookup.record_gpus(capability_of_arch(arch)), toolchain, (arch,), None,
+                                   jobs, progress, portable=True)
+        for v, (a, found) in zip(variants, built):
+            plan, source = _shown(found)
             if isinstance(v, Group):
                 if v.name not in entries:
                     entries[v.name] = _group_entry(v, plan)
@@ -139,6 +142,7 @@ def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Pat
                     "library": f"{v.name}/{arch}/{a.library.name}", "sha256": file_sha256(out_dir / v.name / arch /
                                                                                           a.library.name),
                     "build_key": a.key, "tuned_on": source, "dispatch": _plan_json(plan),
+                    "device_code": a.device_code().get(arch, {}),
                     "x_align": {role: x_align(m, plan) for role, m in v.members},
                     "checks": [c.text("", "<passed>") for _, block in group_checks(v, plan) for c in block]}
                 continue
@@ -152,6 +156,7 @@ def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Pat
             entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
                                         "sha256": file_sha256(target / a.library.name), "build_key": a.key,
                                         "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
+                                        "device_code": a.device_code().get(arch, {}),
                                         "checks": checks.requirements(table)}
     manifest = {"format": FORMAT, "kernelgen": __version__,
                 "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version,

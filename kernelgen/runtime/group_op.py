@@ -5,8 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import knobs
-from ..build import toolchain as tc
-from ..build.lifecycle import build, load_module
+from ..build.lifecycle import load_module
 from ..build.store import Artifact
 from ..codegen import checks
 from ..codegen.launch import LaunchPlan, resolve_group
@@ -16,8 +15,7 @@ from ..layout.pages import Pages, pages_of, pool_halves
 from ..spec.group import Group
 from ..spec.parse import load_spec
 from ..tune.gpu import GpuInfo
-from ..tune.gpu import current as current_gpu
-from .op import _CURRENT, InputChecker, tuned_plan
+from .op import _CURRENT, InputChecker, build_for
 
 if TYPE_CHECKING:
     import torch
@@ -159,11 +157,7 @@ def load_group_kernel(g: Group, *, arch: str | None = None, cache_dir: str | Pat
                       plan: LaunchPlan | None = None, gpu: GpuInfo | None | object = _CURRENT) -> GroupOp:
     """Build (or find) a launch group with its tuned dispatch for `gpu` (default: the local GPU; as
     load_variant) and load it. An explicit `plan` overrides the tuning records."""
-    where = "explicit plan"
-    if plan is None:
-        plan, where = tuned_plan(g, current_gpu() if gpu is _CURRENT else gpu)  # type: ignore[arg-type]
-    [artifact] = build([g], tc.detect(), tc.resolve_archs(arch), Path(cache_dir) if cache_dir else None,
-                       launch_plans=[plan])
+    artifact, where = build_for(g, arch, cache_dir, plan, gpu)
     return GroupOp(artifact, where)
 
 

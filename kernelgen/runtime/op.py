@@ -1,7 +1,6 @@
 """Load a built variant through tvm-ffi and call it with checked tensors on torch's current stream."""
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ from ..codegen.render import x_align
 from ..errors import LayoutMismatch
 from ..layout.layout import Layout
 from ..layout.pages import pages_of
-from ..spec.parse import load_spec
+from ..spec.group import Group
 from ..spec.variant import Variant
 from ..tune import lookup
 from ..tune.gpu import GpuInfo
@@ -188,10 +187,10 @@ class Op:
                              int(config), bool(pdl))
 
 
-def tuned_plan(v: Variant, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
-    """The dispatch for v on gpu from the user's tuning records, else the shipped ones, else the
-    variant's default launch (said once per variant, at debug level), and where it came from. An invalid
-    record is reported as the record's fault and passed over (kernelgen/tune/lookup.py)."""
+def tuned_plan(v: Variant | Group, gpu: GpuInfo | None) -> tuple[LaunchPlan, str]:
+    """The dispatch the tuning records name for v on gpu (the user's, then the shipped ones), else the
+    variant's default launch, and where it came from; before the device code is checked (a load builds it
+    and checks that: kernelgen/tune/lookup.py build_tuned)."""
     found = lookup.tuned(v, [gpu] if gpu is not None else [])
     return found.plan, found.source
 
@@ -203,15 +202,18 @@ def load_variant(variant: Variant, *, arch: str | None = None, cache_dir: str | 
                  gpu: GpuInfo | None | object = _CURRENT, plan: LaunchPlan | None = None) -> Op:
     """Build (or find) the variant with its tuned dispatch for `gpu` (default: the local GPU) and load it.
     An explicit `plan` overrides the tuning records."""
-    archs = tc.resolve_archs(arch)
-    where = "explicit plan"
-    if plan is None:
-        plan, where = tuned_plan(variant, current_gpu() if gpu is _CURRENT else gpu)  # type: ignore[arg-type]
-    [artifact] = build([variant], tc.detect(), archs, Path(cache_dir) if cache_dir else None, launch_plans=[plan])
+    artifact, where = build_for(variant, arch, cache_dir, plan, gpu)
     return Op(artifact, where)
 
 
-def load(spec: str | Path, variant: str, *, arch: str | None = None, cache_dir: str | Path | None = None,
-         gpu: GpuInfo | None | object = _CURRENT) -> Op:
-    """Build (or find in the cache) one variant of a spec, tuned for the GPU, and return it as a callable op."""
-    return load_variant(load_spec(spec).variant(variant), arch=arch, cache_dir=cache_dir, gpu=gpu)
+def build_for(v: Variant | Group, arch: str | None, cache_dir: str | Path | None, plan: LaunchPlan | None,
+              gpu: GpuInfo | None | object) -> tuple[Artifact, str]:
+    """The artifact a load runs and where its dispatch came from: an explicit plan, else the tuning record for
+    `gpu` (default: the local GPU) whose device code is what this kernelgen builds, else the defaults."""
+    archs, where = tc.resolve_archs(arch), Path(cache_dir) if cache_dir else None
+    if plan is not None:
+        [artifact] = build([v], tc.detect(), archs, where, launch_plans=[plan])
+        return artifact, "explicit plan"
+    on = current_gpu() if gpu is _CURRENT else gpu
+    [(artifact, found)] = lookup.build_tuned([v], [on] if isinstance(on, GpuInfo) else [], tc.detect(), archs, where)
+    return artifact, found.source

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field, make_dataclass, replace
+from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Literal, get_args
 
 from .formats import FORMATS
@@ -128,11 +128,12 @@ class Variant:
         return {axis: getattr(self, axis) for axis in AXES}
 
     def content_key(self) -> str:
-        """Hash of math_fields(): what a tuning record or an export is keyed by."""
+        """Hash of math_fields() that differ from their defaults: what a tuning record or an export is keyed by.
+        One rule for every axis, so a new axis at its default leaves every key as it was."""
         import hashlib
         import json
 
-        fields = {k: v for k, v in self.math_fields().items() if KEYED_FROM_DEFAULT.get(k, _NONE) != v}
+        fields = {k: v for k, v in self.math_fields().items() if _AXIS_DEFAULTS[k] != v}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -157,11 +158,8 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "kv_layout": (str, get_args(KvLayout)),
     "kv_pool": (str, get_args(KvPool)),
 }
-# Axes added after records and exports were keyed: left out of content_key() at this default, so a
-# variant that does not use the axis keeps its key (and its tuning records and exports stay valid).
-KEYED_FROM_DEFAULT: dict[str, object] = {"heads": 1, "rope_table": "pairs", "slots": "out_loc", "kv_layout": "nhd",
-                                               "kv_pool": "separate", "norm_order": "norm_then_rope"}
-_NONE = object()
+# Each axis's default (Variant's field default): an axis at it does not enter content_key().
+_AXIS_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Variant) if f.name in AXES}
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
 

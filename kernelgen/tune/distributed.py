@@ -82,7 +82,6 @@ def run_tasks(tasks: list[SearchTask], execute: Execute, gpus_per_task: float = 
 def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str, str],
                   method: dict[str, Any]) -> list[Path]:
     """Merge every successful result into the record file of the GPU it ran on."""
-    from ..spec.parse import load_spec
     from ..spec.variant import Launch
     from .search import select
 
@@ -91,14 +90,10 @@ def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str,
         if r.outcome is None or r.gpu is None:
             continue
         default = Launch.from_id(r.task.default)
-        v = next(x for x in load_spec(r.task.spec).variants if x.name == r.task.variant)
-        code = records.current_code(v, r.gpu, (records.instance_id(lid) for lid in [*r.outcome.timings,
-                                                                                     *r.outcome.failures]))
-        record = records.Record(r.task.variant, r.task.content_key, code, r.gpu, r.task.buckets, r.outcome.timings,
-                                r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
+        record = records.Record(r.task.variant, r.task.content_key, r.outcome.code, r.gpu, r.task.buckets,
+                                r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
         try:
-            paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d),
-                                       lambda ids, v=v, g=r.gpu: records.current_code(v, g, ids)))
+            paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
         except TuningError as exc:  # one result that cannot be written does not stop the others
             log.warning("%s", exc)
     return sorted(set(paths))

@@ -1,13 +1,13 @@
 """Tuning records on disk: one JSON file per GPU, entries per variant; atomic, merging writes.
 
-A record holds for the code it timed: each timed instance (a launch configuration without its
-launch options) carries the key of its build inputs (tune/codekey.py: its constants in the rendered
-source, the kernel headers without comments, the arch, nvcc's release, flags and defines). A record
-applies where every configuration it routes to still has its key; timings of an instance whose code
-changed are dropped at the next write. Editing Python, host code outside the kernels' definition or
-comments keeps every record; an edit that changes a kernel invalidates exactly the records that
-timed it. Another GPU (name, compute capability, SM count, or memory bandwidth where known) or
-another schema invalidates a record too.
+A record holds for the device code it timed: each timed instance (a launch configuration without its
+launch options) carries the key of what ran (build/devicecode.py: a digest of its kernel's machine code on
+the record's arch, names left out, and the launch geometry the host gave it), taken from the library the
+tuner timed. A record applies where every configuration it routes to still builds to the key it timed; the
+loader checks that against the library it builds (tune/lookup.py) and says so in one line where it does not.
+Editing Python, comments, host code or where a function lives keeps every record; an edit that changes a
+kernel's code or launch geometry invalidates exactly the records that timed it. Another GPU (name, compute
+capability, SM count, or memory bandwidth where known) or another schema invalidates a record too.
 
 Files are read entry by entry (kernelgen/tune/recordcheck.py says what makes an entry unusable): an
 unusable entry, or a file that is not JSON of this schema, is reported once and passed over, and the
@@ -16,39 +16,25 @@ to `<name>.rejected.json` beside the file, with the reason: nothing a write did 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import os
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .. import knobs, resources
-from ..build import toolchain
 from ..build.arch import arch_of_capability
-from ..build.buildplan import CUDA_FLAGS
-from ..build.lifecycle import read_headers
 from ..build.locks import locked
-from ..codegen.launch import resolve
 from ..errors import TuningError, writing
 from ..spec.variant import Launch, Variant
-from . import codekey, recordcheck
+from . import recordcheck
 from .gpu import GpuInfo
 from .search import Outcome
 
-SCHEMA = 2  # 2: per-instance code keys (1 held one hash of every template file)
+SCHEMA = 3  # 3: keys of the device code (2: of the kernels' source text; 1: one hash of every template file)
 log = logging.getLogger("kernelgen.tune")
-
-
-# The GPUs whose code KERNELGEN_PACKED_F32=1 changes (templates/kernelgen/numeric.cuh, KERNELGEN_PAIRS).
-PACKED_CAPABILITIES = ("10.0", "10.3")
-
-
-def packs(gpu: GpuInfo) -> bool:
-    """Whether this process's builds for gpu pack float32 pairs (KERNELGEN_PACKED_F32=1 on sm_100/sm_103)."""
-    return knobs.packed_f32() and gpu.capability in PACKED_CAPABILITIES
 
 
 def arch_of(gpu: GpuInfo) -> str:
@@ -56,33 +42,11 @@ def arch_of(gpu: GpuInfo) -> str:
     return arch_of_capability(gpu.capability)
 
 
-@functools.lru_cache(maxsize=8)
-def _compiler(packed: bool) -> str:
-    tc = toolchain.detect()
-    return codekey.compiler_fingerprint(tc.nvcc_version, CUDA_FLAGS, tc.defines if packed else ())
-
-
-@functools.lru_cache(maxsize=1)
-def _headers() -> tuple[tuple[str, bytes], ...]:
-    return tuple(read_headers().items())
-
-
-def current_code(v: Variant, gpu: GpuInfo, instance_ids: Iterable[str]) -> dict[str, str]:
-    """The key of each instance's code as this kernelgen and toolchain build it for gpu."""
-    headers, compiler, arch = _headers(), _compiler(packs(gpu)), arch_of(gpu)
-    return {iid: _instance_key(v, iid, arch, compiler, headers) for iid in sorted(set(instance_ids))}
-
-
-@functools.lru_cache(maxsize=512)
-def _instance_key(v: Variant, iid: str, arch: str, compiler: str, headers: tuple[tuple[str, bytes], ...]) -> str:
-    return codekey.instance_key(resolve(v), Launch.from_id(iid), dict(headers), arch, compiler)
-
-
 @dataclass(frozen=True)
 class Record:
     variant: str  # the name it was tuned under (for people; the key is the content key)
     content_key: str
-    code: dict[str, str]  # instance id (launch id without launch options) -> key of the code it timed
+    code: dict[str, str]  # instance id (launch id without launch options) -> key of the device code it timed
     gpu: GpuInfo
     buckets: tuple[int, ...]
     timings: dict[str, dict[int, float]]
@@ -98,7 +62,8 @@ class Record:
         return {instance_id(lid) for _, lid in self.choice}
 
     def stale(self, current: dict[str, str]) -> list[str]:
-        """The chosen instances whose code is not what it timed (current: instance id -> key now)."""
+        """The chosen instances whose device code is not what it timed (current: instance id -> key of a
+        library built now for the record's arch, Artifact.device_code)."""
         return sorted(i for i in self.chosen_instances() if self.code.get(i) != current.get(i))
 
     def to_json(self) -> dict[str, Any]:
@@ -125,18 +90,6 @@ class Record:
 def instance_id(launch_id: str) -> str:
     """The compiled instance a launch id runs (PDL is a launch attribute, not code)."""
     return Launch.from_id(launch_id).instance.id
-
-
-def rekeyed(record: Record, code: dict[str, str], proof: str) -> Record:
-    """The record moved to new code keys for the instances in `code`, whose compiled kernels were shown
-    identical (e.g. their SASS): timings kept only for those, failures dropped (they were about the old
-    code and are retried at the next tune). Every chosen route must be among them."""
-    unproven = [lid for _, lid in record.choice if instance_id(lid) not in code]
-    if unproven:
-        raise ValueError(f"{record.variant}: chosen configurations {unproven} are not among the proven instances")
-    timings = {lid: dict(t) for lid, t in record.timings.items() if instance_id(lid) in code}
-    steps = [*record.method.get("rekeyed", []), {"from_code": dict(sorted(record.code.items())), "proof": proof}]
-    return replace(record, code=dict(code), timings=timings, failures={}, method={**record.method, "rekeyed": steps})
 
 
 def record_file(directory: Path, gpu: GpuInfo) -> Path:
@@ -257,9 +210,10 @@ def search_dirs() -> list[Path]:
 
 def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
          pattern: str = "*.json") -> tuple[Record, Path] | None:
-    """The first usable record for v whose GPU `accept`s and whose chosen instances are the code this
-    kernelgen builds, searching directories in order (record files matching `pattern`). A record whose
-    routes break one of v's launch guards is reported (as the record's fault, not the spec's) and passed over."""
+    """The first usable record for v whose GPU `accept`s, searching directories in order (record files matching
+    `pattern`). A record whose routes break one of v's launch guards is reported (as the record's fault, not
+    the spec's) and passed over. Whether its chosen instances still build to the code it timed is known once
+    they are built: tune/lookup.py checks it."""
     key = v.content_key()
     for directory in directories:
         for path in record_files(directory, pattern):
@@ -271,27 +225,24 @@ def find(directories: list[Path], v: Variant, accept: Callable[[GpuInfo], bool],
             if why:
                 report(path, key, record.variant, why)
                 continue
-            if record.stale(current_code(v, record.gpu, record.chosen_instances())):
-                continue
             return record, path
     return None
 
 
 def lookup(directories: list[Path], gpu: GpuInfo, v: Variant) -> tuple[Record, Path] | None:
-    """The first valid record for v on this GPU model and this template, searching directories in order.
+    """The first usable record for v on this GPU model, searching directories in order.
     Only this model's file is read: `write` files a record under the slug of the GPU it was tuned on,
     and `gpu.matches` accepts exactly the GPUs with that slug."""
     return find(directories, v, gpu.matches, pattern=record_file(Path(), gpu).name)
 
 
-def merge(old: Record | None, new: Record, current: dict[str, str] | None = None) -> Record:
+def merge(old: Record | None, new: Record) -> Record:
     """Timings of both (the newer measurement wins per config and bucket); failures likewise. Old
-    timings and failures of an instance whose code key differs from the new record's, or from
-    `current` (instance id -> key as this kernelgen builds it), are dropped: they timed other code.
-    The caller recomputes the choice."""
+    timings and failures of an instance whose code key differs from the new record's (the tuner keys every
+    instance it built) are dropped: they timed other code. The caller recomputes the choice."""
     if old is None:
         return new
-    code = {**old.code, **(current or {}), **new.code}
+    code = {**old.code, **new.code}
 
     def same_code(lid: str) -> bool:
         i = instance_id(lid)
@@ -366,11 +317,9 @@ def set_aside(path: Path, items: list[Rejected], gpu: GpuInfo | None) -> Path:
     return target
 
 
-def write(directory: Path, record: Record, rechoose: Any = None,
-          current: Callable[[Iterable[str]], dict[str, str]] | None = None) -> Path:
+def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
     """Merge record into its GPU's file under a lock: re-read, merge, write a temp file, rename.
-    `rechoose(merged) -> choice` recomputes the choice from the merged timings; `current(instance ids)`
-    gives their code keys now (the old record's timings of changed code are dropped). Every other usable entry
+    `rechoose(merged) -> choice` recomputes the choice from the merged timings. Every other usable entry
     is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
     even when the writer dies between the two renames. A record that would not be usable is refused."""
     path = record_file(directory, record.gpu)
@@ -380,9 +329,7 @@ def write(directory: Path, record: Record, rechoose: Any = None,
             leftover.unlink(missing_ok=True)  # temp files of writers killed mid-write (safe: they held this lock)
         found = scan(path)
         records, aside = carried(found, record.gpu)
-        old = records.get(record.content_key)
-        now = current(old.code) if current is not None and old is not None else None
-        merged = merge(old, record, now)
+        merged = merge(records.get(record.content_key), record)
         if rechoose is not None:
             merged = replace(merged, choice=tuple(rechoose(merged)))
         why = recordcheck.entry_problem(merged.to_json())

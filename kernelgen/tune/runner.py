@@ -114,12 +114,13 @@ class Job:
 
 def outcome_to_json(o: Outcome) -> dict[str, Any]:
     return {"timings": {k: {str(b): us for b, us in t.items()} for k, t in o.timings.items()},
-            "failures": o.failures, "choice": o.choice}
+            "failures": o.failures, "choice": o.choice, "code": o.code}
 
 
 def outcome_from_json(d: dict[str, Any]) -> Outcome:
     return Outcome({k: {int(b): float(us) for b, us in t.items()} for k, t in d.get("timings", {}).items()},
-                   dict(d.get("failures", {})), [tuple(x) for x in d.get("choice", [])])  # type: ignore[misc]
+                   dict(d.get("failures", {})), [tuple(x) for x in d.get("choice", [])],  # type: ignore[misc]
+                   {str(i): str(k) for i, k in d.get("code", {}).items()})
 
 
 def run_job(job: Job, gpu: str | None, on_event: Callable[[dict[str, Any]], None]) -> Outcome:
@@ -233,13 +234,11 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
         except TuningError as exc:
             return VariantResult(v, None, None, str(exc))
         outcome.failures.update(failures)
-        default = resolve(v).launch
-        code = records.current_code(v, gpu, (records.instance_id(lid) for lid in [*outcome.timings, *outcome.failures]))
-        record = records.Record(v.name, v.content_key(), code, gpu, buckets, outcome.timings,
+        default = resolve(launch_variant(v)).launch
+        record = records.Record(v.name, v.content_key(), outcome.code, gpu, buckets, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
         try:
-            path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default),
-                                 lambda ids: records.current_code(v, gpu, ids))
+            path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default))
         except TuningError as exc:  # e.g. every candidate failed: nothing to route to
             return VariantResult(v, outcome, None, str(exc))
         return VariantResult(v, outcome, path)

@@ -34,6 +34,7 @@ class Outcome:
     timings: dict[str, dict[int, float]] = field(default_factory=dict)  # launch id -> bucket -> us
     failures: dict[str, str] = field(default_factory=dict)  # launch id -> "kind: message"
     choice: list[tuple[int, str]] = field(default_factory=list)  # (max bucket, launch id), merged
+    code: dict[str, str] = field(default_factory=dict)  # instance id -> key of the device code timed (devicecode.py)
 
 
 _TIE_SIGN = {"low": 1, "high": -1}

@@ -28,6 +28,7 @@ from ..measure.verify import verify, verify_group
 from ..spec.group import Group
 from ..spec.parse import load_spec
 from ..spec.variant import Launch, Variant
+from . import gpu, records
 from .runner import Job, built_artifact, outcome_from_json, outcome_to_json
 from .search import Failed, search
 
@@ -130,6 +131,12 @@ class GpuTimer:
         return us
 
 
+def timed_code(artifact: Artifact) -> dict[str, str]:
+    """The device code this process times: the key of each instance of the library on this GPU's arch."""
+    found = gpu.current()
+    return artifact.device_code().get(records.arch_of(found), {}) if found is not None else {}
+
+
 def main(job_file: str) -> int:
     job = Job(**json.loads(Path(job_file).read_text()))
     v = load_spec(job.spec).kernel(job.variant)
@@ -138,7 +145,8 @@ def main(job_file: str) -> int:
     live = [c for c in candidates if c.id not in known.failures]
     default = candidates[0]
     archs = tuple(job.archs) or tc.resolve_archs(None)  # a Ray task builds for the GPU of its node
-    op = ConfigCaller(built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None))
+    artifact = built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None)
+    op = ConfigCaller(artifact)
     timer = GpuTimer(v, op)
 
     def timed(launch: Launch, n: int) -> float:
@@ -149,6 +157,7 @@ def main(job_file: str) -> int:
             raise
 
     outcome = search(live, tuple(job.buckets), timed, default, known=known)
+    outcome.code = timed_code(artifact)
     emit({"event": "done", "outcome": outcome_to_json(outcome)})
     return 0
 
