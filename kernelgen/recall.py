@@ -479,8 +479,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         f"(default {DEFAULT_SPEC})")
     p.add_argument("--outlier-scale", type=float, default=KeyModel.outlier_scale,
                    help="size of the outlier channels before the norm (0: none)")
-    p.add_argument("--table", default=None, help="write the markdown here (e.g. tools/results/recall_table.md)")
-    p.add_argument("--plot", default=None, help="write the PNG here (e.g. tools/results/recall.png; needs matplotlib)")
+    p.add_argument("--table", default=None, help="write the markdown here (e.g. docs/recall_table.md)")
+    p.add_argument("--plot", default=None, help="write the PNG here (e.g. docs/recall.png; needs matplotlib)")
     return p
 
 

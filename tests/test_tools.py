@@ -1,9 +1,11 @@
-"""Pure tier: the maintained tools under tools/ (their logic), and the repository's front door (every tool and
-every result file has its line, every cited file exists, the extras and CI run what the README promises)."""
+"""Pure tier: the maintained tools under tools/ (their logic), and the repository's front door (every tool has its
+line, every cited file exists, the extras and CI run what the README promises)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -15,7 +17,6 @@ pytestmark = pytest.mark.pure
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
-RESULTS = TOOLS / "results"
 
 
 def _tool(monkeypatch: pytest.MonkeyPatch, name: str):  # noqa: ANN202 (a module)
@@ -40,23 +41,17 @@ def test_every_tool_has_its_line_in_tools_readme() -> None:
     assert listed - files == set(), f"tools/README.md lists {sorted(listed - files)}, which tools/ does not hold"
 
 
-def test_every_result_file_has_its_line_and_command() -> None:
-    readme = RESULTS / "README.md"
-    files, listed = _files(RESULTS), _listed(readme)
-    assert files - listed == set(), f"tools/results/README.md has no line for {sorted(files - listed)}"
-    assert listed - files == set(), f"tools/results/README.md lists {sorted(listed - files)}, which are not there"
-    assert not any(f.endswith((".patch", ".log.gz")) for f in files), "rejected patches live in git history"
-
-
 def test_files_the_readme_and_docs_cite_exist() -> None:
+    """Every tools/ and docs/ file the README, docs/ and device_run.sh name is in the tree; tools/results/ is gone
+    (its files are cited only as git history, inside a `git ...` command)."""
     missing = []
-    for doc in [ROOT / "README.md", TOOLS / "README.md", RESULTS / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        text = doc.read_text() if doc.exists() else ""
-        for m in re.finditer(r"tools/(results/)?([\w*-]+(?:\.[\w*]+)+)", text):
-            folder = RESULTS if m.group(1) else TOOLS
-            if not list(folder.glob(m.group(2))):
+    for doc in [ROOT / "README.md", TOOLS / "README.md", TOOLS / "device_run.sh", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = re.sub(r"`git [^`]*`", "", doc.read_text())  # `git show REV:tools/...`, `git log -- tools/...`
+        for m in re.finditer(r"\b(tools|docs)/([\w*/-]+(?:\.[\w*]+)+)", text):
+            if m.group(1) == "tools" and m.group(2).startswith("results/") or not list((ROOT / m.group(1)).glob(m.group(2))):
                 missing.append(f"{doc.relative_to(ROOT)}: {m.group(0)}")
     assert missing == [], "cited but not in the tree: " + ", ".join(sorted(set(missing)))
+    assert not (TOOLS / "results").exists(), "tools/results/ is replaced by evidence/ (tools/evidence.py)"
 
 
 def test_perf_md_is_a_short_design_note() -> None:
@@ -109,7 +104,7 @@ def test_tuning_summary_has_a_row_per_shipped_variant_and_refuses_other_files(
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ") and " | " in line}
     assert set(rows) >= {v.name for v in shipped_variants()}, "a shipped variant has no row"
     assert re.search(r"\| \d+: t\d+\.b\d+\.v\d+", rows[tuned.name]) and "no record" not in rows[tuned.name]
-    assert f"no record for this code: re-tune (kernelgen tune {untuned.spec_name})" in rows[untuned.name]
+    assert f"no record: tune it (kernelgen tune {untuned.spec_name})" in rows[untuned.name]
     other = tmp_path / "x.json"
     other.write_text("{}")
     with pytest.raises(SystemExit, match=r"x\.json is not a tuning record file"):
@@ -134,7 +129,127 @@ def test_sanitize_groups_refuse_a_group_name_that_selects_nothing_and_candidates
     assert done.returncode == 2 and "--candidates runs launch groups: add --groups" in done.stderr.strip().splitlines()[-1]
 
 
-def test_ab_kernels_refuses_more_than_two_launch_ids_in_one_line() -> None:
-    done = _run_tool("tools/ab_kernels.py", ".", "dsv4_indexer:dsv4_indexer_fp8_p64", "--launch", "a/b/c")
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "give one configuration id, or OLD_ID/NEW_ID" in done.stderr.strip().splitlines()[-1]
+def _device_run_folder(folder: Path) -> Path:
+    """A small RESULTS_DIR as tools/device_run.sh writes it, with numbers a wrong parser would not reproduce."""
+    folder.mkdir()
+    (folder / "gpu.txt").write_text("name, clocks.current.sm [MHz], clocks.current.memory [MHz]\n"
+                                    "NVIDIA H200, 1980 MHz, 3201 MHz\nNVIDIA H200, 1980 MHz, 3201 MHz\n")
+    (folder / "pytest_gpu.log").write_text(
+        "....sF.E\n=========================== short test summary info ===========================\n"
+        "SKIPPED [4] tests/test_gpu.py:12: 9 passed is not a summary\n"
+        "FAILED tests/test_gpu.py::test_a - AssertionError: 3 passed, 1 failed in 2.00s\n"
+        "2 failed, 170 passed, 4 skipped, 15 warnings, 1 error in 301.61s (0:05:01)\n")
+    (folder / "sanitize_memcheck.log").write_text(
+        "========= COMPUTE-SANITIZER\n========= Invalid __global__ write of size 4 bytes\n"
+        "sanitize: 376 launches over 26 variants done\n========= ERROR SUMMARY: 2 errors\nmemcheck exit 9\n")
+    (folder / "sanitize_groups_racecheck.log").write_text(
+        "sanitize: 208 launches over 14 launch groups done\n"
+        "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\nracecheck groups exit 0\n")
+    (folder / "sanitize_racecheck.log").write_text("========= COMPUTE-SANITIZER\n")  # killed before its end
+    (folder / "tune_gqa_kv.log").write_text(
+        "tuning: compiled in 19.1 s; timing 3 variants on 1 GPU\na_k: done choice [[1, 't32.b2.v4']]\n"
+        "a_v: done choice [[1, 't4.b64.v8']]\nerror: a_q: not tuned: no configuration ran\n"
+        "a_k: 72 configurations timed, 0 failed\na_v: 64 configurations timed, 3 failed\nrecords written to cache\n")
+    (folder / "tune_example.log").write_text("x: done choice [[1, 't8.b8.v8']]\n")  # cut short: no tables
+    row = dict(workload="prefill", us=1.234, tbps=0.5, roofline_pct=12.4)
+    (folder / "bench_gqa_kv_prefill.json").write_text(json.dumps(
+        {"gpu": "NVIDIA H200", "workload": "prefill", "roofline_gbs": 4193.4, "floor_us": 0.714,
+         "rows": [dict(row, variant="k_bf16", tokens=1), dict(row, variant="k_bf16", tokens=262144, us=256.0),
+                  dict(row, variant="k_fp8", tokens=1)]}))
+    (folder / "bench_gqa_kv_prefill.log").write_text("")
+    (folder / "bench_example_decode.log").write_text("Traceback ...\n")  # its bench died: no JSON
+    return folder
+
+
+def test_evidence_summarises_counts_exit_statuses_and_bench_rows_stamped_with_the_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evidence = _tool(monkeypatch, "evidence")
+    folder = _device_run_folder(tmp_path / "run")
+    stamped = evidence.write_stamp(folder)  # what device_run.sh does before its phases
+    assert json.loads((folder / "stamp.json").read_text())["digest"] == stamped["digest"]
+    assert re.fullmatch(r"[0-9a-f]{16}", stamped["digest"]) and stamped["digest"] == evidence.code_digest()[0]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    commit = head.stdout.strip() if head.returncode == 0 else "unknown"
+    assert stamped["commit"] == commit
+
+    assert evidence.main([str(folder), "--out", str(tmp_path / "evidence")]) == 0
+    text = (tmp_path / "evidence" / "nvidia-h200.md").read_text()  # one file per GPU, named by its slug
+    assert text.startswith("# Evidence: NVIDIA H200\n")
+    assert f"- commit: {commit}" in text and f"- code digest: {stamped['digest']} " in text
+    assert "NVIDIA H200, 1980 MHz, 3201 MHz (x2)" in text
+    assert "| pytest_gpu.log | 170 | 2 | 4 | 1 | 302 |" in text
+    assert "| sanitize_memcheck.log | memcheck | 9 | ERROR SUMMARY: 2 errors | 376 launches over 26 variants |" in text
+    assert ("| sanitize_groups_racecheck.log | racecheck | 0 | RACECHECK SUMMARY: 0 hazards displayed (0 errors, "
+            "0 warnings) | 208 launches over 14 launch groups |") in text
+    assert "| sanitize_racecheck.log | racecheck | not recorded (cut short?) | - | - |" in text
+    assert "| tune_gqa_kv.log | 2 | 1 | 136 | 3 | yes |" in text
+    assert "| tune_example.log | 1 | 0 | 0 | 0 | no: the run was cut short |" in text
+    assert "`bench_example_decode.log`: no JSON beside the log: that bench failed" in text
+    assert "### prefill on NVIDIA H200 (copy roofline 4193 GB/s, empty kernel 0.71 us)" in text
+    assert "| variant | N=1 | N=262144 |" in text
+    assert "| k_bf16 | 1.23 / 0.50 / 12% | 256.00 / 0.50 / 12% |" in text and "| k_fp8 | 1.23 / 0.50 / 12% | - |" in text
+
+    assert evidence.pytest_counts("===== 1 failed, 2 passed in 0.50s =====")["failed"] == 1
+    assert evidence.pytest_counts("collected 3 items\nKilled\n") is None
+
+
+def test_evidence_says_what_is_missing_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(*args: str) -> str:
+        done = _run_tool("tools/evidence.py", *args, "--out", str(tmp_path / "evidence"))
+        assert done.returncode == 2 and "Traceback" not in done.stderr and done.stdout == "", done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        return done.stderr.strip()
+
+    assert run(str(tmp_path / "nowhere")).startswith(f"evidence: no such folder: {tmp_path / 'nowhere'}")
+    (tmp_path / "empty").mkdir()
+    assert "holds no outputs of tools/device_run.sh" in run(str(tmp_path / "empty"))
+    folder = _device_run_folder(tmp_path / "run")
+    (folder / "bench_x_decode.json").write_text(json.dumps({"gpu": "NVIDIA H200", "what": "hand-merged"}))
+    assert run(str(folder)) == "evidence: bench_x_decode.json is not a `kernelgen bench --json` file (no 'rows')"
+    (folder / "bench_x_decode.json").unlink()
+    (folder / "gpu.txt").unlink()
+    (folder / "bench_gqa_kv_prefill.json").unlink()
+    assert "names no GPU" in run(str(folder))
+    (folder / "stamp.json").write_text(json.dumps({"commit": "abc", "dirty": 0, "digest": "0123456789abcdef"}))
+    assert "holds outputs of other code (digest 0123456789abcdef" in run("--stamp", str(folder))
+    assert not (tmp_path / "evidence").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_evidence_digest_is_sha256sum_of_the_tracked_code_and_the_stamp_says_dirty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evidence = _tool(monkeypatch, "evidence")
+    repo = tmp_path / "repo"
+    files = {"kernelgen/a.py": "a = 1\n", "kernelgen/sub/b.py": "b = 2\n", "templates/k.cu.j2": "{{ x }}\n",
+             "specs/s.yaml": "name: s\n", "README.md": "not code\n"}
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "c"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    lines = "".join(f"{hashlib.sha256(files[p].encode()).hexdigest()}  {p}\n"
+                    for p in sorted(p for p in files if p != "README.md"))  # what `xargs sha256sum` prints
+    digest = hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+    clean = evidence.stamp(repo)
+    assert (clean["commit"], clean["dirty"], clean["digest"]) == (head, 0, digest)
+    (repo / "README.md").write_text("edited\n")
+    (repo / "kernelgen" / "untracked.py").write_text("")  # not tracked: not in the digest, but the tree is dirty
+    outside = evidence.stamp(repo)
+    assert (outside["dirty"], outside["digest"]) == (2, digest)
+    (repo / "specs" / "s.yaml").write_text("name: t\n")
+    assert evidence.stamp(repo)["digest"] != digest
+    assert evidence._commit_text(outside) == f"{head} dirty (2 paths changed or untracked)"
+    copy = repo / "copy"  # a copied tree inside another checkout: its own files on disk, no commit of its own
+    for path in ("kernelgen/a.py", "specs/s.yaml"):
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / path).write_text(files[path])
+    (copy / "kernelgen" / "__pycache__").mkdir()
+    (copy / "kernelgen" / "__pycache__" / "a.cpython-312.pyc").write_bytes(b"\0")
+    copied = evidence.stamp(copy, commit="abc1234")
+    lines = "".join(f"{hashlib.sha256(files[p].encode()).hexdigest()}  {p}\n" for p in ("kernelgen/a.py", "specs/s.yaml"))
+    assert (copied["commit"], copied["dirty"]) == ("abc1234", None)
+    assert copied["digest"] == hashlib.sha256(lines.encode()).hexdigest()[:16]
+    assert copied["digest_of"] == "files on disk (no git checkout)"

@@ -1,14 +1,17 @@
 """Markdown tables from `kernelgen bench --json` files: one row per variant, us / TB/s / % of roofline per N.
 
-    python tools/bench_tables.py tools/results/h200_bench_*_prefill.json tools/results/h200_bench_*_decode.json"""
+    python tools/bench_tables.py .device_run/bench_*_prefill.json .device_run/bench_*_decode.json
+
+`tools/evidence.py` puts the same tables into `evidence/<gpu>.md`."""
 from __future__ import annotations
 
 import json
 import sys
 
 
-def table(path: str) -> str:
-    data = json.load(open(path))
+def table_of(data: dict) -> str:
+    """The table of one bench JSON's contents (`kernelgen bench --json`: `workload`, `gpu`, `roofline_gbs`,
+    `floor_us` and `rows` of `variant`, `tokens`, `us`, `tbps`, `roofline_pct`)."""
     rows: dict[str, dict[int, dict]] = {}
     for r in data["rows"]:
         rows.setdefault(r["variant"], {})[r["tokens"]] = r
@@ -21,6 +24,11 @@ def table(path: str) -> str:
                  for t in tokens]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n"
+
+
+def table(path: str) -> str:
+    with open(path) as f:
+        return table_of(json.load(f))
 
 
 if __name__ == "__main__":
