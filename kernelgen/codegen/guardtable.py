@@ -10,7 +10,7 @@ def is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/kernelgen/fused_norm_rope_store.cuh)
+HADAMARD_EXCHANGE_BYTES = 32768  # kernelgen::kHadamardExchangeBytes (templates/kernelgen/warps.cuh)
 
 
 def _warp_stages(threads_per_token: int) -> int:

@@ -394,16 +394,6 @@ __device__ __forceinline__ uint32_t e2m1_nibble(float q) {
   return (shift_right<22 - 4 * K>(index) & (7u << (4 * K))) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
 }
 
-template <int N, int K = 0>
-__device__ __forceinline__ uint32_t e2m1_pack(const float (&q)[N]) {
-  static_assert(N <= 8, "at most 8 nibbles per word");
-  if constexpr (K == N) {
-    return 0u;
-  } else {
-    return e2m1_nibble<K>(q[K]) | e2m1_pack<N, K + 1>(q);
-  }
-}
-
 // NVFP4's e2m1 codes: round to nearest, ties to the even code, saturating at 6, as PTX's
 // cvt.rn.satfinite.e2m1x2.f32 (sm_100a/sm_120a only, so written out here for every arch): a tie at
 // 0.75, 1.75 or 3.5 rounds up (to 1, 2, 4), at 0.25, 1.25, 2.5 or 5 down. Seven compares; a NaN gives
@@ -415,13 +405,16 @@ __device__ __forceinline__ uint32_t e2m1_nibble_rne(float q) {
   return (index << (4 * K)) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
 }
 
-template <int N, int K = 0>
-__device__ __forceinline__ uint32_t e2m1_pack_rne(const float (&q)[N]) {
+// N e2m1 codes in one word, code k in bits 4k..4k+3 (the low nibble holds the even dim), rounded as the
+// format asks: kTiesEven, NVFP4's (e2m1_nibble_rne), else the indexer's (e2m1_nibble).
+template <bool kTiesEven, int N, int K = 0>
+__device__ __forceinline__ uint32_t e2m1_pack(const float (&q)[N]) {
   static_assert(N <= 8, "at most 8 nibbles per word");
   if constexpr (K == N) {
     return 0u;
   } else {
-    return e2m1_nibble_rne<K>(q[K]) | e2m1_pack_rne<N, K + 1>(q);
+    const uint32_t nibble = kTiesEven ? e2m1_nibble_rne<K>(q[K]) : e2m1_nibble<K>(q[K]);
+    return nibble | e2m1_pack<kTiesEven, N, K + 1>(q);
   }
 }
 

@@ -1,0 +1,196 @@
+// kernelgen/kernel.cuh: the kernels: one token's path (fetch, norm, RoPE, Hadamard, store), a variant's kernel and a launch group's.
+#pragma once
+
+#include "kernelgen/store.cuh"
+
+namespace kernelgen {
+
+// ---- the kernel ----------------------------------------------------------------------------
+
+// Programmatic dependent launch: wait until the kernels this launch depends on have finished
+// and their writes are visible (a no-op when launched without the PDL attribute), then let the
+// next PDL launch start its own preamble. Every input is read after the wait.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// What a token needs from memory before any arithmetic: its indices and its row of x, kept as the
+// loaded words (converted to float in process()), so a loop can hold the next token's loads in flight
+// while it computes the current one without twice the registers of a float row.
+template <class Cfg>
+struct Fetched {
+  static constexpr int kBytes = Cfg::kVec * Cfg::kInBytes;  // one chunk's vector of x
+  static constexpr int kPieceBytes = kBytes > 16 ? 16 : kBytes;
+  static constexpr int kPieces = kBytes / kPieceBytes;
+  using W = typename Word<kPieceBytes>::type;
+  W x[Geometry<Cfg>::kChunks][kPieces];
+  int64_t token;  // the row read (padding lanes past the last token read the last one)
+  int64_t loc;
+  int64_t pos;
+  bool in_range;
+};
+
+// Lanes past the last token redo the last token and write nothing: every lane of a warp stays on
+// the path, so shuffles can name the whole warp (see kWarp). The index loads and the row load are
+// issued together, before any test: one memory latency per token instead of three.
+template <class Cfg>
+__device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t slot_token, int lane) {
+  using G = Geometry<Cfg>;
+  using F = Fetched<Cfg>;
+  f.in_range = slot_token < p.num_tokens;
+  f.token = f.in_range ? slot_token : p.num_tokens - 1;
+  // Row r is head r % kHeads of token r / kHeads; its slot is the token's slot x kHeads + head (NHD).
+  const int64_t token = f.token / Cfg::kHeads;
+  const int head = static_cast<int>(f.token % Cfg::kHeads);
+  f.loc = Cfg::kTokenSlots ? token : load_index(p.out_loc, p.out_loc_i64, token);
+  if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
+  f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
+  const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
+                                                     head * Cfg::kHeadDim);
+#pragma unroll
+  for (int c = 0; c < G::kChunks; ++c)
+#pragma unroll
+    for (int i = 0; i < F::kPieces; ++i)
+      f.x[c][i] = __ldg(reinterpret_cast<const typename F::W*>(row + ((c * G::kT + lane) * G::kVec) * Cfg::kInBytes +
+                                                                i * F::kPieceBytes));
+}
+
+template <class Cfg>
+__device__ __forceinline__ void unpack_row(Row<Cfg>& r, const Fetched<Cfg>& f) {
+  using F = Fetched<Cfg>;
+  constexpr int kPer = Cfg::kVec / F::kPieces;  // elements per piece
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int i = 0; i < F::kPieces; ++i) {
+      const auto* elems = reinterpret_cast<const typename Cfg::In*>(&f.x[c][i]);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) r.v[c][i * kPer + k] = to_float(elems[k]);
+    }
+}
+
+// Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store.
+template <class Cfg>
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity) {
+  using G = Geometry<Cfg>;
+  Row<Cfg> r;
+  r.lane = threadIdx.x % G::kT;
+  r.group = G::kT >= 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
+  r.token = threadIdx.x / G::kT;
+  r.parity = parity;
+  float global_scale = 1.f;
+  if constexpr (kGlobalScale<Cfg::kStore>) global_scale = __ldg(p.global_scale);
+  if constexpr (kScaleReciprocal<Cfg::kStore>) global_scale = __frcp_rn(global_scale);
+  unpack_row(r, f);
+  const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
+  const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
+  Operands<Cfg> o;
+  if constexpr (Cfg::kPrefetch) {
+    load_weights(o, r, p);
+    if (pos_ok) load_freqs(o, r, freqs_row);
+  }
+  // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
+  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;
+  // The norm runs before the early exit: it needs only x (and the weights), so it overlaps the freqs
+  // load, and x's loads stay at entry (with the exit first, nvcc sinks them below it: one more
+  // round of memory latency per call, seen in the SASS).
+  if constexpr (Cfg::kRopeFirst) {  // norm_order: rope_then_norm: the norm runs on the rotated row
+    if (!__any_sync(kWarp, write)) return;
+    rotate(r, o, freqs_row);
+    normalize(r, o, p);
+  } else {
+    normalize(r, o, p);
+    if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
+    rotate(r, o, freqs_row);
+  }
+  hadamard(r);
+  const int64_t safe_loc = write ? f.loc : 0;
+  constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;
+  const int64_t page_bytes = Cfg::kTokenSlots ? p.page_stride : Cfg::kPageStride;
+  if constexpr (Cfg::kHnd) {  // record s * heads + h of slot s at h * page_size + s % page_size (HND)
+    const int64_t slot = safe_loc / Cfg::kHeads;
+    store(r, global_scale, p.cache + (slot / Cfg::kPageSize) * page_bytes,
+          static_cast<int>(safe_loc % Cfg::kHeads) * Cfg::kPageSize + static_cast<int>(slot % Cfg::kPageSize), write);
+  } else {
+    store(r, global_scale, p.cache + (safe_loc / kRowsPerPage) * page_bytes,
+          static_cast<int>(safe_loc % kRowsPerPage), write);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
+  using G = Geometry<Cfg>;
+  pdl_wait_then_release();
+  const int lane = threadIdx.x % G::kT;
+  const int64_t first = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
+  Fetched<Cfg> cur;
+  fetch(cur, p, first, lane);
+  if constexpr (!Cfg::kLoop) {
+    process(cur, p, 0);
+  } else {
+    // A grid of a few waves walks the token blocks: the next block's loads are issued before the
+    // current token is computed (software pipelining across tokens), and no block is launched per
+    // 16 tokens. `more` is the same for the whole block, so the shuffles stay warp-uniform.
+    const int64_t num_blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
+    int parity = 0;
+#pragma unroll 1
+    for (int64_t b = blockIdx.x; b < num_blocks; b += gridDim.x, parity ^= 1) {
+      Fetched<Cfg> next = cur;  // after the last block: a copy of cur, never read
+      const bool more = b + gridDim.x < num_blocks;
+      if (more) fetch(next, p, first + (b - blockIdx.x + gridDim.x) * Cfg::kTokensPerBlock, lane);
+      process(cur, p, parity);
+      cur = next;
+    }
+  }
+}
+
+// ---- launch groups ---------------------------------------------------------------------------
+//
+// A launch group runs up to three variants (its members: an attention layer's Q output and K and V appends)
+// over the same tokens in one launch. The grid's token blocks are the members' blocks one after another; a
+// block runs the member its index falls in, with that member's configuration (every member shares the
+// launch's block shape). Each member's path is the single variant's (fetch, process): same bytes.
+constexpr int kMaxMembers = 3;
+
+struct GroupParams {
+  Params part[kMaxMembers];
+  int64_t blocks[kMaxMembers];  // token blocks of each member
+  int64_t total;  // their sum
+};
+
+template <class Cfg>
+__device__ __forceinline__ void member_block(const Params& p, int64_t block, int parity) {
+  using G = Geometry<Cfg>;
+  Fetched<Cfg> f;
+  fetch(f, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
+  process(f, p, parity);
+}
+
+template <int I, class Cfg, class... Rest>
+__device__ __forceinline__ void group_block(const GroupParams& g, int64_t block, int parity) {
+  if (block < g.blocks[I]) {
+    member_block<Cfg>(g.part[I], block, parity);
+  } else if constexpr (sizeof...(Rest) > 0) {
+    group_block<I + 1, Rest...>(g, block - g.blocks[I], parity);
+  }
+}
+
+template <class First, class... Rest>
+__global__ void __launch_bounds__(Geometry<First>::kBlockThreads) fused_group_kernel(const GroupParams g) {
+  static_assert(sizeof...(Rest) < kMaxMembers, "a launch group has at most three members");
+  static_assert(((Geometry<Rest>::kBlockThreads == Geometry<First>::kBlockThreads) && ...),
+                "the members of a launch group share one block shape");
+  pdl_wait_then_release();
+  if constexpr (!First::kLoop) {
+    group_block<0, First, Rest...>(g, blockIdx.x, 0);
+  } else {  // a wave of blocks walks the members' blocks (no cross-token prefetch: members differ)
+    int parity = 0;
+#pragma unroll 1
+    for (int64_t b = blockIdx.x; b < g.total; b += gridDim.x, parity ^= 1) group_block<0, First, Rest...>(g, b, parity);
+  }
+}
+
+}  // namespace kernelgen

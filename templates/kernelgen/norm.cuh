@@ -1,0 +1,155 @@
+// kernelgen/norm.cuh: RMSNorm and LayerNorm of a token's row, and the per-thread slices of its operands (weights, freqs).
+#pragma once
+
+#include "kernelgen/warps.cuh"
+
+namespace kernelgen {
+
+// ---- norm ----------------------------------------------------------------------------------
+
+// A lane's sum of its kChunks x kVec values as a pairwise tree (tree_sum, leaves in (chunk, element)
+// order), then the butterfly over the token's lanes: log2 instead of a chain of kChunks x kVec
+// dependent adds on the small-batch path. The reference (measure/reference.py) replays the same tree.
+template <class Cfg>
+__device__ __forceinline__ float lane_sum(const Row<Cfg>& r, Exchange exchange,
+                                          const float (&t)[Geometry<Cfg>::kChunks * Cfg::kVec]) {
+  using G = Geometry<Cfg>;
+  return across_warps<Cfg, AddRn>(r, exchange, group_sum<G::kWarpLanes>(tree_sum<G::kChunks * Cfg::kVec>(t), kWarp));
+}
+
+template <class Cfg>
+__device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
+  float sq[Geometry<Cfg>::kChunks * Cfg::kVec];
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; ++k) sq[c * Cfg::kVec + k] = __fmul_rn(r.v[c][k], r.v[c][k]);
+  return lane_sum<Cfg>(r, kSquareSum, sq);
+}
+
+// x / head_dim correctly rounded: an exact multiply for a power-of-two head_dim (no range check, no
+// slow-path call on the chain), div.rn otherwise (sums may be zero, subnormal or infinite).
+template <class Cfg>
+__device__ __forceinline__ float div_by_head_dim(float x) {
+  if constexpr (is_pow2(Cfg::kHeadDim)) {
+    return __fmul_rn(x, 1.0f / Cfg::kHeadDim);
+  } else {
+    return __fdiv_rn(x, float(Cfg::kHeadDim));
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void center(Row<Cfg>& r) {
+  float vals[Geometry<Cfg>::kChunks * Cfg::kVec];
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; ++k) vals[c * Cfg::kVec + k] = r.v[c][k];
+  const float mean = div_by_head_dim<Cfg>(lane_sum<Cfg>(r, kCenterSum, vals));
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; k += 2) sub2(r.v[c][k], r.v[c][k + 1], mean);
+}
+
+// Per-thread slices of the norm weight and bias and of this token's freqs row. With
+// Cfg::kPrefetch they are loaded at kernel entry beside the row (one round of memory latency
+// for small batches); otherwise just before use (fewer live registers for large batches).
+template <class Cfg>
+struct Operands {
+  static constexpr int kFreqs = Cfg::kNeox ? 2 * Cfg::kVec : Cfg::kVec;  // floats per chunk
+  float w[Geometry<Cfg>::kChunks][Cfg::kVec];
+  float b[Geometry<Cfg>::kChunks][Cfg::kVec];
+  float f[Geometry<Cfg>::kChunks][kFreqs];
+};
+
+template <class Cfg>
+__device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r, const Params& p) {
+  if constexpr (Cfg::kNorm != Norm::kNone) {
+    const auto* w = static_cast<const typename Cfg::Weight*>(p.weight);
+    const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      load_wide(w + r.first(c), o.w[c]);
+      if constexpr (Cfg::kNorm == Norm::kRmsGemma) {  // Gemma's (1 + w), rounded to float32 as its float32 add is
+#pragma unroll
+        for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = __fadd_rn(1.f, o.w[c][k]);
+      }
+      if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), o.b[c]);
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ bool in_rope(int dim) {
+  return dim >= Cfg::kRopeBegin && dim < Cfg::kRopeBegin + Cfg::kRopeDim;
+}
+
+// (cos, sin) pairs from a table that keeps the cos of every pair in its first half and the sins in its second:
+// cos at `cos`, sin `half` floats further; dst gets them interleaved as the pairs table holds them.
+template <int N>
+__device__ __forceinline__ void load_cos_sin(const float* cos, int half, float (&dst)[N]) {
+  float c[N / 2], s[N / 2];
+  load_wide(cos, c);
+  load_wide(cos + half, s);
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    dst[2 * i] = c[i];
+    dst[2 * i + 1] = s[i];
+  }
+}
+
+// Neox pairs dim j of the rope with j + rope_dim/2: the pair index of either dim (a mask when rope_dim is a
+// power of two, a compare otherwise; the guards keep a vector within one half).
+template <class Cfg>
+__device__ __forceinline__ int neox_pair(int j) {
+  constexpr int kHalf = Cfg::kRopeDim / 2;
+  if constexpr (is_pow2(Cfg::kRopeDim)) {
+    return j & (kHalf - 1);
+  } else {
+    return j < kHalf ? j : j - kHalf;
+  }
+}
+
+// The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
+// chunks need both halves' pair j, so 2 x kVec values.
+template <class Cfg>
+__device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const float* f) {
+  if constexpr (Cfg::kRopeDim > 0) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      const int dim = r.first(c);
+      if (!in_rope<Cfg>(dim)) continue;
+      const int j = dim - Cfg::kRopeBegin;
+      if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
+        load_cos_sin(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
+      } else if constexpr (Cfg::kNeox) {
+        load_wide(f + 2 * neox_pair<Cfg>(j), o.f[c]);
+      } else {
+        load_wide(f + j, o.f[c]);
+      }
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const Params& p) {
+  if constexpr (Cfg::kNorm != Norm::kNone) {
+    if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
+    const float mean_sq = div_by_head_dim<Cfg>(sum_of_squares(r));
+    // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store). A select
+    // after the root, not a branch around it: nvcc then hoists the eps test into the shuffle stages.
+    const float root = inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
+    const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : root;
+    if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; k += 2)
+        scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1],
+                               Cfg::kNormBias ? o.b[c][k] : 0.f, Cfg::kNormBias ? o.b[c][k + 1] : 0.f);
+    }
+  }
+}
+
+}  // namespace kernelgen

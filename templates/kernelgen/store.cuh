@@ -1,0 +1,232 @@
+// kernelgen/store.cuh: quantizing a row and storing it in its page: every store format's encoder and byte placement.
+#pragma once
+
+#include "kernelgen/hadamard.cuh"
+
+namespace kernelgen {
+
+// ---- quantize and store --------------------------------------------------------------------
+//
+// A row whose values are not all finite after the math (NaN or inf in x, weight or freqs, or a
+// sum of squares that overflows float32) is written as canonical NaNs: bf16 0x7FC0, fp16 0x7E00, e4m3 0x7F,
+// fp32 scale 0x7FC00000, UE8M0 scale 0xFF (fp4 codes 0, so every value decodes to NaN). The
+// per-chunk amax uses a NaN-propagating max, so detecting such rows costs one vote per token.
+
+constexpr uint32_t kBf16NanPair = 0x7FC07FC0u;
+constexpr uint32_t kFp16NanPair = 0x7E007E00u;
+constexpr uint32_t kE4m3NanQuad = 0x7F7F7F7Fu;
+constexpr uint8_t kUe8m0Nan = 0xFF;
+
+template <class Cfg>
+__device__ __forceinline__ float chunk_amax(const Row<Cfg>& r, int c) {
+  float a[Cfg::kVec];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; ++k) a[k] = fabsf(r.v[c][k]);
+  return tree_max_nan<Cfg::kVec>(a);  // max is exact in any order: a tree only shortens the chain
+}
+
+// True for every lane of the token when any of its values is NaN or infinite.
+template <class Cfg>
+__device__ __forceinline__ bool row_not_finite(const Row<Cfg>& r, const float (&amax)[Geometry<Cfg>::kChunks]) {
+  float m = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) m = max_nan(m, amax[c]);
+  const bool bad = !(m <= 3.402823466e38f);
+  if constexpr (Geometry<Cfg>::kWarpsPerToken > 1) return token_any(r.token, Cfg::kThreadsPerToken, bad);
+  return (__ballot_sync(kWarp, bad) & r.group) != 0;
+}
+
+// Two 16-bit floats in a word: fp16 for the fp16 store, else bf16 (round to nearest even).
+template <class Cfg>
+__device__ __forceinline__ uint32_t half_pair(float a, float b) {
+  if constexpr (Cfg::kStore == Store::kFp16) return f16x2(a, b);
+  else return bf16x2(a, b);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_half(const Row<Cfg>& r, int c, uint8_t* dst, bool nan_row, bool write) {
+  constexpr uint32_t kNanPair = Cfg::kStore == Store::kFp16 ? kFp16NanPair : kBf16NanPair;
+  uint32_t words[Cfg::kVec / 2];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 2] = nan_row ? kNanPair : half_pair<Cfg>(r.v[c][k], r.v[c][k + 1]);
+  if (write) store_packed<2 * Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
+// Codes of v * inv_scale, inv_scale = RN(1 / scale): one multiply per value. For a power-of-two scale
+// (FlashMLA) it equals v / scale; for the fp8 per-token scale it is the reference's RN(v * RN(1 / scale))
+// (within 2 U of the quotient: the oracle allows it), two FMAs per value fewer than a corrected divide.
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_scale, uint8_t* dst, bool nan_row,
+                                           bool write) {
+  float q[Cfg::kVec];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+  uint32_t words[(Cfg::kVec + 3) / 4] = {};
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
+// vLLM's indexer writer (kFp8Vllm, kFp8VllmUe8m0): codes of v / scale, a correctly rounded divide as
+// vLLM's fp8::scaled_convert computes them.
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
+                                                   bool write) {
+  uint32_t words[(Cfg::kVec + 3) / 4] = {};
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2)
+    words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
+// Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row; vLLM's ue8m0 option rounds it up to a
+// power of two with exp2f(ceilf(log2f(scale))), the expression vLLM's kernel evaluates.
+template <class Cfg>
+__device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
+                                                    int off, bool write) {
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
+  amax = group_max_nonneg<Geometry<Cfg>::kWarpLanes>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
+  amax = across_warps<Cfg, MaxNan>(r, kAmaxMax, amax);
+  float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
+  if constexpr (Cfg::kStore == Store::kFp8VllmUe8m0) {
+    if (!nan_row) scale = exp2f(ceilf(log2f(scale)));  // a NaN row keeps the canonical NaN scale bytes
+  }
+  if constexpr (Cfg::kStore == Store::kFp8E4m3) {
+    const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3(r, c, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  } else {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3_divided(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  }
+  if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
+}
+
+// e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk.
+template <class Cfg>
+__device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
+                                          bool write) {
+  constexpr int kGroupLanes = 32 / Cfg::kVec;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const int e = pow2_scale_exponent<kE2m1Max>(group_max_nonneg<kGroupLanes>(chunk[c]));  // NaN: see store_flashmla
+    const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
+    float q[Cfg::kVec];
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+    uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<false>(q)};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
+    const int dim = r.first(c);
+    if (!write) continue;
+    store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
+    if ((r.lane & (kGroupLanes - 1)) == 0)
+      page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
+  }
+}
+
+// FlashMLA main KV: nope dims as e4m3 with one UE8M0 scale per 64 dims, roped dims as bf16.
+template <class Cfg>
+__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
+                                               bool write) {
+  constexpr int kGroupLanes = 64 / Cfg::kVec;
+  constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    // 16- or 32-lane groups (vec 4 or 2) take one redux pair instead of 4-5 shuffle stages. A chunk amax may be NaN
+    // here, which the redux lets win: such a row is not finite, so the vote writes its NaN bytes whatever e is.
+    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);
+    const int dim = r.first(c);
+    if (dim < kNope) {
+      const int e = pow2_scale_exponent<kE4m3Max>(amax);
+      store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+      if (write && (r.lane & (kGroupLanes - 1)) == 0)
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
+    } else {
+      store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
+    }
+  }
+}
+
+// NVFP4 (FlashInfer's DeepSeek-V4 record): nope dims as e2m1 with one e4m3 scale per 16 dims, roped dims as
+// bf16. Scale s = RN_sat(amax * RN(1/6)), codes of v * RN(1 / s) (0 for s = 0): FlashInfer takes both
+// reciprocals with rcp.approx.ftz, which equals RN for 6 and for every e4m3 value (a GPU test checks all 127).
+// Plain NVFP4 (kNvfp4): every dim is e2m1 (the row already multiplied by g, see store()).
+constexpr float kSixth = 0.16666667f;  // RN(1/6)
+template <class Cfg>
+__device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
+                                            int off, bool write) {
+  constexpr int kGroupLanes = 16 / Cfg::kVec;
+  constexpr int kNope = Cfg::kStore == Store::kNvfp4 ? Cfg::kHeadDim : Cfg::kHeadDim - Cfg::kRopeDim;
+  static_assert(Cfg::kThreadsPerToken * Cfg::kVec >= 16, "a 16-dim group must lie within one load step (implied by "
+                "head_dim 512 and at most 64 values per thread)");
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);  // a NaN may win: the row's vote writes NaN bytes
+    const int dim = r.first(c);
+    if (dim < kNope) {
+      const uint32_t scale_code = e4m3x2(amax * kSixth, 0.f) & 0xFFu;
+      const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
+      const float inv = scale == 0.f ? 0.f : __frcp_rn(scale);
+      float q[Cfg::kVec];
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
+      uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<true>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
+      if (!write) continue;
+      store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
+      if ((r.lane & (kGroupLanes - 1)) == 0)
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 16] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
+    } else {
+      store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* page, int off, bool write) {
+  if constexpr (Cfg::kRoundBf16) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
+  }
+  if constexpr (kGlobalScale<Cfg::kStore>) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
+  }
+  // Every store starts from the per-chunk amax and the row's NaN vote (see above).
+  float chunk[Geometry<Cfg>::kChunks];
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+  const bool nan_row = row_not_finite(r, chunk);
+  if constexpr (Cfg::kStore == Store::kBf16 || Cfg::kStore == Store::kFp16) {
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_half(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
+  } else if constexpr (Cfg::kStore == Store::kFp8E4m3 || Cfg::kStore == Store::kFp8Vllm ||
+                       Cfg::kStore == Store::kFp8VllmUe8m0) {
+    store_fp8_per_token(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
+    store_fp4(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kFp8FlashMla) {
+    store_flashmla(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4 || Cfg::kStore == Store::kNvfp4) {
+    store_nvfp4(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kStore == Store::kFp8Scaled) {  // the row already times RN(1 / s): plain codes
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      store_e4m3(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+  } else {
+    static_assert(kNoStoreCode<Cfg::kStore>, "this store format has no device code in store()");
+  }
+}
+
+}  // namespace kernelgen
