@@ -38,6 +38,10 @@ PACKED_F32 = Knob("KERNELGEN_PACKED_F32", "set to 1 to build sm_100/sm_103 targe
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
+SWEEP = Knob("KERNELGEN_SWEEP", "set to 1 to run the GPU tests' every-configuration sweep (marker sweep; also "
+             "`-m sweep`): each candidate launch of each checked variant and group, not the fast tier's sample")
+BENCH = Knob("KERNELGEN_BENCH", "set to 1 to run the test suite's benchmarks (marker bench, tests/benchmarks/): they "
+             "print wall-clock times and are skipped otherwise")
 CUOBJDUMP = Knob("KERNELGEN_CUOBJDUMP", "the cuobjdump that reads SASS for the build tests and tools/sass_count.py "
                  "(default: the one on PATH; e.g. the copy in Triton's wheel where CUDA ships none)")
 
@@ -118,6 +122,14 @@ def packed_f32() -> bool:
 
 def debug() -> bool:
     return DEBUG.get() == "1"
+
+
+def sweep() -> bool:
+    return SWEEP.get() == "1"
+
+
+def bench() -> bool:
+    return BENCH.get() == "1"
 
 
 def use_tuned() -> bool:

@@ -68,13 +68,57 @@ def test_nan_rows_hold_canonical_bytes() -> None:
     assert (values == 0x7F).all() and scale.tolist() == [0x00, 0x00, 0xC0, 0x7F]
 
 
-def test_duplicate_slots_are_caught_in_debug_mode() -> None:
-    from kernelgen import knobs
+def test_duplicate_slots_check_names_the_slot_and_lets_skipped_rows_repeat() -> None:
     from kernelgen.errors import LayoutMismatch
     from kernelgen.runtime.op import InputChecker
 
     v = ONE_PER_STORE["bf16"]
     checker = InputChecker(v, pages_of(v), 16)
-    checker.no_duplicate_slots(torch.tensor([3, 4, -1, -1, 9]), 4)  # padding rows may repeat
-    with knobs.scope(DEBUG="1"), pytest.raises(LayoutMismatch, match="out_loc names slot 4 more than once"):
+    past = 4 * v.page_size  # the first slot past a pool of 4 pages: a skipped row, like out_loc < 0
+    checker.no_duplicate_slots(torch.tensor([3, 4, -1, -1, 9, past, past]), 4)  # rows that write nothing may repeat
+    with pytest.raises(LayoutMismatch) as err:
         checker.no_duplicate_slots(torch.tensor([3, 4, 4]), 4)
+    assert str(err.value) == (f"{v.name}: out_loc names slot 4 more than once in one call; the rows' bytes could "
+                              "mix: pass distinct slots (checked because KERNELGEN_DEBUG=1)")
+
+
+def test_duplicate_slots_are_caught_in_debug_mode(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    """KERNELGEN_DEBUG gates the duplicate-slot check of an Op call, read once when the op is made: without it a
+    call whose rows share a slot goes to the kernel and the check is not run; with it the check runs before the
+    launch, raises, and nothing is launched. The op wraps a fake library (no GPU here): the symbol records its
+    calls, and the per-call tensor checks (which want CUDA tensors) are stubbed to pass."""
+    from kernelgen import knobs
+    from kernelgen.build.store import Artifact
+    from kernelgen.codegen.launch import default_plan
+    from kernelgen.errors import LayoutMismatch
+    from kernelgen.runtime import op as op_module
+
+    v = ONE_PER_STORE["bf16"]
+    launched: list[tuple] = []
+    library = {v.name: lambda *args: launched.append(args), f"{v.name}_config": lambda *args: None}
+    monkeypatch.setattr(op_module, "load_module", lambda path: library)
+    checked: list[list[int]] = []
+    real_check = op_module.InputChecker.no_duplicate_slots
+
+    def spy(self: object, out_loc: torch.Tensor, num_pages: int) -> None:
+        checked.append(out_loc.tolist())
+        real_check(self, out_loc, num_pages)
+
+    monkeypatch.setattr(op_module.InputChecker, "no_duplicate_slots", spy)
+    monkeypatch.setattr(op_module.InputChecker, "check", lambda self, *args, **kw: None)
+    artifact = Artifact(variant=v, key="fake", directory=tmp_path, launch_plan=default_plan(v))
+    inputs = make_inputs(v, 3, 4, "cpu", seed=1)
+    call = (inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"])
+
+    with knobs.scope(DEBUG=None):
+        quiet = op_module.Op(artifact)
+    with knobs.scope(DEBUG="1"):
+        loud = op_module.Op(artifact)
+        quiet(*call, torch.tensor([3, 4, 4]), inputs["kvcache"])  # made without debug: unchecked, even now
+    assert checked == [] and len(launched) == 1
+    with knobs.scope(DEBUG=None):
+        with pytest.raises(LayoutMismatch, match="out_loc names slot 4 more than once in one call"):
+            loud(*call, torch.tensor([3, 4, 4]), inputs["kvcache"])  # made with debug: checked, even now
+    assert checked == [[3, 4, 4]] and len(launched) == 1, "a refused call must not launch"
+    loud(*call, torch.tensor([3, 4, 5]), inputs["kvcache"])
+    assert checked == [[3, 4, 4], [3, 4, 5]] and len(launched) == 2

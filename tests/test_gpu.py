@@ -1,4 +1,8 @@
-"""GPU tier: every shipped variant against the reference on real hardware, streams, graphs, guards at runtime."""
+"""GPU tier: every shipped variant against the reference on real hardware, streams, graphs, guards at runtime.
+
+The configurations the tuner may choose are checked as a sample by default (tests/launch_sample.py: the default
+launch and one configuration for each value of each launch parameter) and every one under the marker `sweep`
+(`-m sweep` or KERNELGEN_SWEEP=1); the routes the tuning records give this GPU are always checked."""
 from __future__ import annotations
 
 import random
@@ -15,8 +19,10 @@ from kernelgen.errors import LayoutMismatch
 from kernelgen.measure.inputs import make_inputs
 from kernelgen.measure.verify import expected, verify
 from kernelgen.runtime.op import Op
-from kernelgen.spec.parse import shipped_variants
-from kernelgen.spec.variant import AXES, Variant
+from kernelgen.spec.parse import load_spec, shipped_variants
+from kernelgen.spec.variant import AXES, Launch, Variant
+from kernelgen.tune.space import candidates, default_space
+from launch_sample import cases as config_cases, config_index, every, representative
 
 pytestmark = pytest.mark.gpu
 
@@ -43,11 +49,13 @@ def config_runner(op: Op, index: int, pdl: bool) -> Any:
     return run
 
 
-def config_failures(op: Op, v: Variant, tokens: Any, pages: int = 4) -> list[tuple]:
-    """Each configuration op's plan compiles, with and without PDL, against the reference at each token
-    count (`tokens`: a tuple, or a function of the configuration giving one); the failures."""
+def config_failures(op: Op, v: Variant, tokens: Any, pages: int = 4, only: Launch | None = None) -> list[tuple]:
+    """Each configuration op's plan compiles (`only`: that one), with and without PDL, against the reference at
+    each token count (`tokens`: a tuple, or a function of the configuration giving one); the failures."""
     failures = []
     for index, config in enumerate(op.plan.configs):
+        if only is not None and index != config_index(op.plan, v, only):
+            continue
         for pdl in (False, True):
             for n in tokens(config) if callable(tokens) else tokens:
                 report = verify(v.with_launch(config), config_runner(op, index, pdl), n, pages, "cuda", seed=n + index)
@@ -251,22 +259,10 @@ def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
     assert torch.equal(inputs["kvcache"], want)
 
 
-@pytest.mark.parametrize("name", ["dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64",
-                                  "dsv32_indexer_bf16_p64", "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64",
-                                  "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4", "example_nvfp4_d64_neox",
-                                  "qwen3_8b_k_bf16_p16", "gptoss_k_bf16_p16", "llama3_8b_k_fp8_p16"])
-def test_every_configuration_the_tuner_may_choose_is_exact(session_cache: Path, name: str) -> None:
-    from kernelgen.spec.parse import load_spec
-    from kernelgen.tune.runner import built_artifact
-    from kernelgen.tune.space import candidates, default_space
-
-    v = next(s for s in SHIPPED if s.name == name)
-    spec = load_spec(v.spec_name)
-    cands, _ = candidates(v, default_space(v, spec.tune_overrides()))
-    op = Op(built_artifact(v, cands, toolchain.resolve_archs(None), session_cache))
-    failures = config_failures(op, v, (1, 300))
-    assert not failures, failures
-
+TUNER_VARIANTS = [next(s for s in SHIPPED if s.name == name) for name in (
+    "dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_bf16_p64",
+    "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4",
+    "example_nvfp4_d64_neox", "qwen3_8b_k_bf16_p16", "gptoss_k_bf16_p16", "llama3_8b_k_fp8_p16")]
 
 HALVES = [
     Variant("halves_neox_full", head_dim=128, rope_dim=128, rope_place="head", rope_style="neox", rope_table="halves",
@@ -282,16 +278,64 @@ HALVES = [
 ]
 
 
-@pytest.mark.parametrize("v", HALVES, ids=lambda v: v.name)
-def test_cos_sin_halves_and_gemma_norm_are_exact_for_every_candidate(session_cache: Path, v: Variant) -> None:
-    """vLLM's and FlashInfer's cos_sin_cache layout (cos of every pair, then every sin) and Gemma's RMSNorm
-    times (1 + w): every launch the tuner may choose, with and without PDL, writes the reference's bytes."""
-    from kernelgen.tune.runner import built_artifact
-    from kernelgen.tune.space import candidates, default_space
+def tuner_candidates(v: Variant) -> list[Launch]:
+    """The launches the tuner may choose for v: its default space, narrowed or extended by its spec's `tune:`."""
+    return candidates(v, default_space(v, load_spec(v.spec_name).tune_overrides() if v.spec_name else None))[0]
 
-    cands, _ = candidates(v, default_space(v))
-    op = Op(built_artifact(v, cands, toolchain.resolve_archs(None), session_cache))
-    failures = config_failures(op, v, (1, 300))
+
+def candidate_ops(variants: list[Variant], pick: Any, cache: Path) -> dict[str, Op]:
+    """Each variant built with the tuner's plan (tune.runner.tuning_plan: the default launch routed, the others
+    compiled beside it) over pick(its candidates), in one ninja graph."""
+    from kernelgen.tune.runner import tuning_plan
+
+    plans = [tuning_plan(v, pick(tuner_candidates(v))) for v in variants]
+    artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None), cache, launch_plans=plans)
+    return {a.variant.name: Op(a) for a in artifacts}
+
+
+@pytest.fixture(scope="module")
+def sample_ops(session_cache: Path) -> dict[str, Op]:
+    return candidate_ops(TUNER_VARIANTS + HALVES, representative, session_cache)
+
+
+@pytest.fixture(scope="module")
+def sweep_ops(session_cache: Path) -> dict[str, Op]:
+    return candidate_ops(TUNER_VARIANTS + HALVES, every, session_cache)
+
+
+@pytest.mark.parametrize("v, config", config_cases(TUNER_VARIANTS, tuner_candidates, representative))
+def test_a_sample_of_the_configurations_the_tuner_may_choose_is_exact(sample_ops: dict[str, Op], v: Variant,
+                                                                      config: Launch) -> None:
+    """The fast tier's sample of the launches the tuner may choose (tests/launch_sample.py), each with and without
+    PDL, writes the reference's bytes; test_every_configuration_the_tuner_may_choose_is_exact (sweep) runs them all."""
+    failures = config_failures(sample_ops[v.name], v, (1, 300), only=config)
+    assert not failures, failures
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("v, config", config_cases(TUNER_VARIANTS, tuner_candidates, every))
+def test_every_configuration_the_tuner_may_choose_is_exact(sweep_ops: dict[str, Op], v: Variant,
+                                                           config: Launch) -> None:
+    """Every launch the tuner may choose, with and without PDL, writes the reference's bytes."""
+    failures = config_failures(sweep_ops[v.name], v, (1, 300), only=config)
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("v, config", config_cases(HALVES, tuner_candidates, representative))
+def test_cos_sin_halves_and_gemma_norm_are_exact_for_a_sample_of_the_candidates(sample_ops: dict[str, Op],
+                                                                                v: Variant, config: Launch) -> None:
+    """vLLM's and FlashInfer's cos_sin_cache layout (cos of every pair, then every sin) and Gemma's RMSNorm
+    times (1 + w): the sampled launches the tuner may choose, with and without PDL, write the reference's bytes."""
+    failures = config_failures(sample_ops[v.name], v, (1, 300), only=config)
+    assert not failures, failures
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("v, config", config_cases(HALVES, tuner_candidates, every))
+def test_cos_sin_halves_and_gemma_norm_are_exact_for_every_candidate(sweep_ops: dict[str, Op], v: Variant,
+                                                                     config: Launch) -> None:
+    """As the sample's test, for every launch the tuner may choose."""
+    failures = config_failures(sweep_ops[v.name], v, (1, 300), only=config)
     assert not failures, failures
 
 
@@ -540,8 +584,21 @@ def test_hadamard_across_warps_is_exact(session_cache: Path) -> None:
     assert not failures, failures
 
 
+@pytest.fixture(scope="module")
+def tuned_builds(session_cache: Path) -> None:
+    """Every shipped variant's tuned dispatch for this GPU built in one ninja graph, so that the load_variant of
+    each case below finds its library in the cache instead of compiling one variant at a time."""
+    from kernelgen.tune import lookup
+    from kernelgen.tune.gpu import current
+
+    gpu = current()
+    plans = [lookup.tuned(v, [gpu] if gpu is not None else []).plan for v in SHIPPED]
+    build(SHIPPED, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)
+
+
 @pytest.mark.parametrize("name", [v.name for v in SHIPPED])
-def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path, name: str) -> None:
+def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path, tuned_builds: None,
+                                                            name: str) -> None:
     """The dispatch the shipped records give this GPU (what load_variant serves; the variant's default launch
     on a GPU without records): each configuration it routes to, whatever bucket reaches it, with and without
     PDL, writes the reference's bytes; a looping one also over 100003 tokens, where its blocks walk many tokens."""

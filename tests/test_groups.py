@@ -15,7 +15,7 @@ from kernelgen.codegen.render import group_args, render_variant, x_align
 from kernelgen.errors import GuardViolation, LayoutMismatch, SpecError
 from kernelgen.layout.doc import layout_json
 from kernelgen.layout.layout import layout_of
-from kernelgen.layout.pages import pages_of
+from kernelgen.layout.pages import head_slots, pages_of, slot_columns, split_slots
 from kernelgen.measure import reference
 from kernelgen.measure.inputs import group_inputs, make_inputs, member_inputs
 from kernelgen.measure.oracle import check_against_oracle
@@ -131,26 +131,50 @@ def test_dense_outputs_take_no_out_loc_and_accept_strided_rows() -> None:
         precheck(Variant("dense16", slots="token", page_size=16))
 
 
+def _written_value_byte(g: object, role: str, tensors: dict) -> tuple[int, int]:
+    """(page, column) of a byte of member `role`'s value field that the call writes: its first token whose row is
+    written (a slot in the pool, and with RoPE a position inside freqs), head 0, the field's fourth byte."""
+    v = g.member(role)  # type: ignore[attr-defined]
+    mine = member_inputs(g, role, tensors)
+    keep = reference.written_rows(v, mine["out_loc"], mine["positions"], mine["freqs"], mine["kvcache"])
+    token = int(torch.nonzero(keep)[0])
+    layout = layout_of(v)
+    slot = head_slots(mine["out_loc"][token:token + 1], v.heads)[:1]
+    valid, page, off = split_slots(layout, slot, mine["kvcache"].shape[0])
+    assert bool(valid[0])
+    return int(page[0]), int(slot_columns(layout.field("values"), off)[0, 3])
+
+
 @pytest.mark.pure
-def test_verify_group_compares_every_member_and_catches_a_wrong_byte() -> None:
+@pytest.mark.parametrize("role", ["q", "k", "v"])
+def test_verify_group_compares_every_member_and_catches_a_wrong_byte(role: str) -> None:
     """The group's comparison, with the reference as the 'kernel' (the CPU tier has no GPU): every member agrees;
-    one byte changed in one member's cache is reported for that member."""
+    one bit flipped in a value byte that the call writes, in one member's output, fails that member's report
+    (one differing code, nothing outside the written slots) and only that member's."""
     g = resolve_group(SPEC.group("cake_8_1_fp8"))
+    flipped: list[tuple[str, int, int]] = []
 
     def run(eps: float, corrupt: str = "", **tensors: object) -> None:
-        for role, v in g.members:
-            mine = member_inputs(g, role, tensors)
+        for r, v in g.members:
+            mine = member_inputs(g, r, tensors)
             reference.store(v, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"],
                             mine["kvcache"], eps, mine["bias"], scale=mine["scale"])
         if corrupt:
-            tensors[corrupt][int(tensors["out_loc"][0]) // 16, 0] ^= 1  # type: ignore[index]
+            page, column = _written_value_byte(g, corrupt, tensors)
+            tensors[g.names(corrupt)["kvcache"]][page, column] ^= 1  # type: ignore[index]
+            flipped.append((corrupt, page, column))
 
+    names = ["cake_8_1_fp8_q", "cake_8_1_fp8_k", "cake_8_1_fp8_v"]
     reports = verify_group(g, run, 37, 4, "cpu", seed=3)
-    assert [r.variant for r in reports] == ["cake_8_1_fp8_q", "cake_8_1_fp8_k", "cake_8_1_fp8_v"]
-    assert all(r.ok and r.written_rows > 0 for r in reports)
-    bad = verify_group(g, lambda eps, **t: run(eps, "v_cache", **t), 37, 4, "cpu", seed=3)
-    assert [r.ok for r in bad] == [True, True, False] or [r.ok for r in bad] == [True, True, True] and \
-        int(group_inputs(g, 37, 4, "cpu", 3)["out_loc"][0]) < 0
+    assert [r.variant for r in reports] == names
+    assert all(r.ok and r.written_rows > 0 for r in reports), [r.as_dict() for r in reports]
+    bad = verify_group(g, lambda eps, **t: run(eps, role, **t), 37, 4, "cpu", seed=3)
+    assert [f[0] for f in flipped] == [role]  # the byte was flipped, in the member's own output
+    failed = [r for r in bad if not r.ok]
+    assert [r.variant for r in failed] == [g.member(role).name], [r.as_dict() for r in bad]
+    [report] = failed
+    assert (report.code_mismatches, report.outside_changed, report.written_rows) == \
+        (1, 0, reports[names.index(g.member(role).name)].written_rows), report.as_dict()
 
 
 @pytest.mark.pure

@@ -1,5 +1,9 @@
 """GPU tier of launch groups (one launch writes a layer's Q output and K/V caches): every member's bytes equal
-its reference, for every shipped group, every launch the tuner may choose, under CUDA graphs, in place."""
+its reference, for every shipped group, the launches the tuner may choose, under CUDA graphs, in place.
+
+The launches the tuner may choose are checked as a sample by default (tests/launch_sample.py: the default launch
+and one configuration for each value of each launch parameter) and every one under the marker `sweep`
+(`-m sweep` or KERNELGEN_SWEEP=1); the routes the tuning records give this GPU are always checked."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,12 +18,19 @@ from kernelgen.errors import LayoutMismatch
 from kernelgen.measure.inputs import group_inputs, member_inputs
 from kernelgen.measure.verify import expected, verify_group
 from kernelgen.runtime.group_op import GroupOp
-from kernelgen.spec.parse import shipped_specs
+from kernelgen.spec.parse import parse_spec, shipped_specs
+from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import default_space, group_candidates
+from launch_sample import cases as config_cases, config_index, every, representative
 
 pytestmark = pytest.mark.gpu
 
 GROUPS = [g for spec in shipped_specs() for g in spec.groups]
+
+
+def tuner_candidates(g: Any) -> list[Launch]:
+    """The launches the tuner may choose for a group: its first member's space that every member accepts."""
+    return group_candidates(g, default_space(g.members[0][1]))[0]
 
 
 def group_op(g: Any, cache: Path, launches: list | None = None) -> GroupOp:
@@ -35,40 +46,107 @@ def failures_of(reports: list) -> list:
     return [r.as_dict() for r in reports if not r.ok]
 
 
+def launch_failures(op: GroupOp, g: Any, config: Launch, pdls: tuple[bool, ...] = (False, True),
+                    tokens: tuple[int, ...] = (1, 300)) -> list:
+    """Configuration `config` of op's plan, launched with each PDL flag at each token count, against every
+    member's reference; the failures."""
+    index = config_index(op.plan, g, config)
+    launch = op.plan.configs[index]
+    bad = []
+    for pdl in pdls:
+        for n in tokens:
+            def run(eps: float, **tensors: Any) -> None:
+                op.launch_config(index, pdl, op.tensors(tensors), eps)
+            reports = verify_group(g.with_launch(launch), run, n, 4, "cuda", seed=n + index)
+            bad += [(launch.id, pdl, n, f) for f in failures_of(reports)]
+    return bad
+
+
+@pytest.fixture(scope="module")
+def default_builds(session_cache: Path) -> None:
+    """Every shipped group (and each of AXIS_GROUPS) with its default launch, built in one ninja graph (group_op
+    then finds each one in the cache instead of compiling one group at a time)."""
+    from kernelgen.codegen.launch import default_plan
+
+    build(GROUPS + AXIS_GROUPS, toolchain.detect(), toolchain.resolve_archs(None), session_cache,
+          launch_plans=[default_plan(g) for g in GROUPS + AXIS_GROUPS])
+
+
 @pytest.mark.parametrize("num_tokens", [1, 37, 4096])
 @pytest.mark.parametrize("g", GROUPS, ids=lambda g: g.name)
-def test_shipped_group_matches_every_members_reference(session_cache: Path, g: Any, num_tokens: int) -> None:
+def test_shipped_group_matches_every_members_reference(session_cache: Path, default_builds: None, g: Any,
+                                                       num_tokens: int) -> None:
     op = group_op(g, session_cache)
     reports = verify_group(op.variant_for(num_tokens), op, num_tokens, 8, "cuda", seed=num_tokens)
     assert not failures_of(reports), failures_of(reports)
     assert num_tokens == 1 or all(r.written_rows > 0 for r in reports)  # the draw writes rows of every member
 
 
-@pytest.fixture(scope="module")
-def candidate_ops(session_cache: Path) -> dict[str, GroupOp]:
-    """Every shipped group built with every launch the tuner may choose: one build, so ninja compiles the
-    groups in parallel."""
+def candidate_ops(groups: list[Any], pick: Any, cache: Path) -> dict[str, GroupOp]:
+    """Each group built with pick(the launches the tuner may choose) (the default routed, the others compiled
+    beside it): one build, so ninja compiles the groups in parallel."""
     from kernelgen.codegen.launch import launch_variant
 
     plans = []
-    for g in GROUPS:
-        cands, _ = group_candidates(g, default_space(g.members[0][1]))
-        plans.append(plan_routes(launch_variant(g), [(ALL_TOKENS, cands[0])], tuple(cands)))
-    artifacts = build(GROUPS, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)
+    for g in groups:
+        cands = tuner_candidates(g)
+        plans.append(plan_routes(launch_variant(g), [(ALL_TOKENS, cands[0])], tuple(pick(cands))))
+    artifacts = build(groups, toolchain.detect(), toolchain.resolve_archs(None), cache, launch_plans=plans)
     return {a.variant.name: GroupOp(a) for a in artifacts}
 
 
+@pytest.fixture(scope="module")
+def sample_group_ops(session_cache: Path) -> dict[str, GroupOp]:
+    return candidate_ops(GROUPS + AXIS_GROUPS, representative, session_cache)
+
+
+@pytest.fixture(scope="module")
+def sweep_group_ops(session_cache: Path) -> dict[str, GroupOp]:
+    return candidate_ops(GROUPS + AXIS_GROUPS, every, session_cache)
+
+
+@pytest.mark.parametrize("g, config", config_cases(GROUPS, tuner_candidates, representative))
+def test_a_sample_of_the_launches_the_tuner_may_choose_is_exact(sample_group_ops: dict[str, GroupOp], g: Any,
+                                                                config: Launch) -> None:
+    """The fast tier's sample of the launches the tuner may choose (tests/launch_sample.py), each with and without
+    PDL, writes every member's reference bytes; test_every_launch_the_tuner_may_choose_is_exact (sweep) runs them
+    all."""
+    bad = launch_failures(sample_group_ops[g.name], g, config)
+    assert not bad, bad[:5]
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("g, config", config_cases(GROUPS, tuner_candidates, every))
+def test_every_launch_the_tuner_may_choose_is_exact(sweep_group_ops: dict[str, GroupOp], g: Any,
+                                                    config: Launch) -> None:
+    bad = launch_failures(sweep_group_ops[g.name], g, config)
+    assert not bad, bad[:5]
+
+
+@pytest.fixture(scope="module")
+def tuned_group_builds(session_cache: Path) -> None:
+    """Every shipped group's tuned dispatch for this GPU built in one ninja graph, so that the load of each case
+    below finds its library in the cache instead of compiling one group at a time."""
+    from kernelgen.tune import lookup
+    from kernelgen.tune.gpu import current
+
+    gpu = current()
+    plans = [lookup.tuned(g, [gpu] if gpu is not None else []).plan for g in GROUPS]
+    build(GROUPS, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)
+
+
 @pytest.mark.parametrize("g", GROUPS, ids=lambda g: g.name)
-def test_every_launch_the_tuner_may_choose_is_exact(candidate_ops: dict[str, GroupOp], g: Any) -> None:
-    op = candidate_ops[g.name]
+def test_every_configuration_of_a_groups_tuned_dispatch_is_exact(session_cache: Path, tuned_group_builds: None,
+                                                                 g: Any) -> None:
+    """The dispatch the shipped records give this GPU (what load_group_kernel serves; the group's default launch
+    on a GPU without records): each configuration it routes to, with and without PDL, writes every member's
+    reference bytes; a looping one also over 100003 tokens, where its blocks walk many tokens."""
+    from kernelgen.runtime.group_op import load_group_kernel
+
+    op = load_group_kernel(g, cache_dir=session_cache)
     bad = []
-    for index, config in enumerate(op.plan.configs):
-        for pdl in (False, True):
-            for n in (1, 300):
-                def run(eps: float, **tensors: Any) -> None:
-                    op.launch_config(index, pdl, op.tensors(tensors), eps)
-                reports = verify_group(g.with_launch(config), run, n, 4, "cuda", seed=n + index)
-                bad += [(config.id, pdl, n, f) for f in failures_of(reports)]
+    for config in op.plan.configs:
+        bad += launch_failures(op, g, config, tokens=(1, 300, 100_003) if config.loop else (1, 300))
     assert not bad, bad[:5]
 
 
@@ -222,7 +300,8 @@ def test_group_torch_op_under_compile_matches_eager(session_cache: Path) -> None
 
 
 @pytest.mark.parametrize("g", GROUPS, ids=lambda g: g.name)
-def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: Path, g: Any) -> None:
+def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: Path, default_builds: None,
+                                                                  g: Any) -> None:
     from kernelgen.measure.oracle import check_group_against_oracle
 
     op = group_op(g, session_cache)
@@ -234,44 +313,63 @@ def test_every_value_a_group_writes_is_within_the_float64_oracle(session_cache: 
     assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
 
 
-@pytest.mark.parametrize("model", [
-    "{name: hnd_layer, num_q_heads: 16, num_kv_heads: 4, head_dim: 128, qk_norm: rms, kv_store: fp8_scaled, kv_layout: hnd}",
-    "{name: rope_first, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, norm_order: rope_then_norm, "
-    "q_store: fp8_e4m3, kv_store: fp8_scaled}",
-    "{name: joint_fp8, num_q_heads: 16, num_kv_heads: 4, head_dim: 64, qk_norm: rms_gemma, kv_store: fp8_scaled, "
-    "kv_pool: joint, kv_layout: hnd}",
-    "{name: fp16_layer, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, input_dtype: fp16, "
-    "q_store: fp16, kv_store: fp16, kv_pool: joint}",
-    "{name: q_static, num_q_heads: 16, num_kv_heads: 2, head_dim: 128, q_store: fp8_scaled, kv_store: fp8_scaled}",
-    "{name: neox24, num_q_heads: 8, num_kv_heads: 2, head_dim: 96, rotary_dim: 24, qk_norm: rms, kv_store: fp8_scaled}",
-    "{name: gptj96, num_q_heads: 8, num_kv_heads: 2, head_dim: 160, rotary_dim: 96, rope_style: interleaved, "
-    "rope_table: pairs, q_store: fp8_e4m3}",
-], ids=["hnd", "rope_then_norm", "joint_hnd", "fp16_joint", "q_static_fp8", "neox_rotary24_d96", "gptj_rotary96_d160"])
-def test_unshipped_axes_are_exact_for_every_launch_the_tuner_may_choose(session_cache: Path, model: str) -> None:
-    """kv_layout: hnd (pages [heads, page_size, head_dim]), norm_order: rope_then_norm, a joint K/V pool (with HND
-    pages), an fp16 model (fp16 in, fp16 Q and K/V), a static-scale fp8 Q (q_scale), and rotary dims that are not
-    powers of two on head dims that are not either (NeoX 24 of 96: partners by shuffle; interleaved 96 of 160):
-    every candidate launch writes the reference's bytes; the default launch is within the float64 oracle."""
-    from kernelgen.measure.oracle import check_group_against_oracle
-    from kernelgen.spec.parse import parse_spec
+AXIS_MODELS = {
+    "hnd": "{name: hnd_layer, num_q_heads: 16, num_kv_heads: 4, head_dim: 128, qk_norm: rms, kv_store: fp8_scaled, "
+           "kv_layout: hnd}",
+    "rope_then_norm": "{name: rope_first, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, "
+                      "norm_order: rope_then_norm, q_store: fp8_e4m3, kv_store: fp8_scaled}",
+    "joint_hnd": "{name: joint_fp8, num_q_heads: 16, num_kv_heads: 4, head_dim: 64, qk_norm: rms_gemma, "
+                 "kv_store: fp8_scaled, kv_pool: joint, kv_layout: hnd}",
+    "fp16_joint": "{name: fp16_layer, num_q_heads: 8, num_kv_heads: 2, head_dim: 128, qk_norm: rms, input_dtype: fp16, "
+                  "q_store: fp16, kv_store: fp16, kv_pool: joint}",
+    "q_static_fp8": "{name: q_static, num_q_heads: 16, num_kv_heads: 2, head_dim: 128, q_store: fp8_scaled, "
+                    "kv_store: fp8_scaled}",
+    "neox_rotary24_d96": "{name: neox24, num_q_heads: 8, num_kv_heads: 2, head_dim: 96, rotary_dim: 24, qk_norm: rms, "
+                         "kv_store: fp8_scaled}",
+    "gptj_rotary96_d160": "{name: gptj96, num_q_heads: 8, num_kv_heads: 2, head_dim: 160, rotary_dim: 96, "
+                          "rope_style: interleaved, rope_table: pairs, q_store: fp8_e4m3}",
+}
+# kv_layout: hnd (pages [heads, page_size, head_dim]), norm_order: rope_then_norm, a joint K/V pool (with HND pages),
+# an fp16 model (fp16 in, fp16 Q and K/V), a static-scale fp8 Q (q_scale), and rotary dims that are not powers of
+# two on head dims that are not either (NeoX 24 of 96: partners by shuffle; interleaved 96 of 160): one group each.
+AXIS_GROUPS = [parse_spec(f"family: fused_norm_rope_store\nname: axes\nmodels:\n  - {model}\n", "axes.yaml").groups[0]
+               for model in AXIS_MODELS.values()]
+AXIS_IDS = dict(zip((g.name for g in AXIS_GROUPS), AXIS_MODELS))  # group name -> the case id (fp16_joint, ...)
 
-    spec = parse_spec(f"family: fused_norm_rope_store\nname: axes\nmodels:\n  - {model}\n", "axes.yaml")
-    [g] = spec.groups
+
+def axis_cases(pick: Any) -> list[Any]:
+    """(group, configuration) params of the unshipped-axes groups, with ids 'fp16_joint-<launch id>'."""
+    return [pytest.param(*p.values, id=f"{AXIS_IDS[p.values[0].name]}-{p.values[1].id}")
+            for p in config_cases(AXIS_GROUPS, tuner_candidates, pick)]
+
+
+@pytest.mark.parametrize("g", AXIS_GROUPS, ids=list(AXIS_MODELS))
+def test_unshipped_axes_are_within_the_float64_oracle(session_cache: Path, default_builds: None, g: Any) -> None:
+    """The unshipped axes above, at the group's default launch: every value written is within the float64 oracle."""
+    from kernelgen.measure.oracle import check_group_against_oracle
+
     op = group_op(g, session_cache)
     inputs = {k: t for k, t in group_inputs(op.variant_for(300), 300, 8, "cuda", seed=21).items() if k != "qkv"}
     poisons = {role: inputs[g.names(role)["kvcache"]].clone() for role in g.roles}
     op(**inputs)
     reports = check_group_against_oracle(op.variant_for(300), inputs, poisons=poisons)
     assert all(r.ok and r.rows > 0 for r in reports), [r.violations for r in reports]
-    cands, _ = group_candidates(g, default_space(g.members[0][1]))
-    op = group_op(g, session_cache, cands)
-    bad = []
-    for index, config in enumerate(op.plan.configs):
-        for n in (1, 300):
-            def run(eps: float, **tensors: Any) -> None:
-                op.launch_config(index, False, op.tensors(tensors), eps)
-            bad += [(config.id, n, f) for f in failures_of(verify_group(g.with_launch(config), run, n, 4, "cuda",
-                                                                        seed=n + index))]
+
+
+@pytest.mark.parametrize("g, config", axis_cases(representative))
+def test_unshipped_axes_are_exact_for_a_sample_of_the_launches_the_tuner_may_choose(
+        sample_group_ops: dict[str, GroupOp], g: Any, config: Launch) -> None:
+    """The unshipped axes above: the fast tier's sample of the candidate launches writes the reference's bytes."""
+    bad = launch_failures(sample_group_ops[g.name], g, config, pdls=(False,))
+    assert not bad, bad[:5]
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("g, config", axis_cases(every))
+def test_unshipped_axes_are_exact_for_every_launch_the_tuner_may_choose(sweep_group_ops: dict[str, GroupOp], g: Any,
+                                                                        config: Launch) -> None:
+    """The unshipped axes above: every candidate launch writes the reference's bytes."""
+    bad = launch_failures(sweep_group_ops[g.name], g, config, pdls=(False,))
     assert not bad, bad[:5]
 
 

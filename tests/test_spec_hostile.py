@@ -3,13 +3,13 @@
 Control bytes, deep nesting, recursive aliases, alias bombs, huge matrices, long names, directories and
 oversized files each have a test; a hypothesis fuzzer then checks that no other exception, no multi-line
 message and no slow case escapes parse_spec. KERNELGEN_FUZZ_EXAMPLES sets how many specs each fuzz test
-tries (default 500).
+tries (default 500). How long each hostile case takes to be refused is measured, not asserted, by
+tests/benchmarks/test_bench_spec_parse.py (KERNELGEN_BENCH=1).
 """
 from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -31,8 +31,6 @@ pytestmark = pytest.mark.pure
 FUZZ_EXAMPLES = int(os.environ.get("KERNELGEN_FUZZ_EXAMPLES", "500"))
 ONE_LINE = re.compile(r"^[^:\n]+:\d+:\d+: ")
 BASE = f"family: {FAMILY}\nname: t\n"
-FAST = 1.5  # seconds: what "rejected at once" means for the cases that used to hang or blow up (minutes, or
-# never); the cases here take 0.03-0.55 s on an idle 2-core machine, and CI machines are not idle
 
 
 def _bomb(levels: int = 9, width: int = 9) -> str:
@@ -127,26 +125,25 @@ HOSTILE = [
 ]
 
 
-def error_of(text: str, seconds: float = FAST) -> str:
-    """The SpecError parse_spec raises for text, checked to be one file:line:col line raised in time."""
-    start = time.perf_counter()
+def error_of(text: str) -> str:
+    """The SpecError parse_spec raises for text, checked to be one file:line:col line."""
     with pytest.raises(SpecError) as info:
         parse_spec(text, "s.yaml")
-    elapsed = time.perf_counter() - start
     message = str(info.value)
     assert len(message.splitlines()) == 1 and ONE_LINE.match(message), message
-    assert elapsed < seconds, f"took {elapsed:.2f} s: {message}"
     return message
 
 
 @pytest.mark.parametrize("text, expected", [pytest.param(t, e, id=n) for n, t, e in HOSTILE])
-def test_hostile_spec_fails_fast_with_one_line(text: str, expected: str) -> None:
+def test_hostile_spec_is_refused_with_one_line(text: str, expected: str) -> None:
     assert error_of(text).startswith(f"s.yaml:{expected}")
 
 
+TOO_MANY_LISTED = BASE + "variants: [" + ", ".join(f"{{name: v{i}}}" for i in range(MAX_VARIANTS + 1)) + "]\n"
+
+
 def test_too_many_listed_variants() -> None:
-    listed = ", ".join(f"{{name: v{i}}}" for i in range(MAX_VARIANTS + 1))
-    message = error_of(BASE + f"variants: [{listed}]\n", seconds=2 * FAST)  # the time is PyYAML reading 16k values
+    message = error_of(TOO_MANY_LISTED)
     assert message.startswith(f"s.yaml:3:11: spec defines {MAX_VARIANTS + 1} variants (0 from the matrix), over "
                               f"the limit of {MAX_VARIANTS} (MAX_VARIANTS); split it into several specs")
 
@@ -191,10 +188,8 @@ def test_special_file_is_refused_before_reading() -> None:
 def test_oversized_file_is_refused_reading_one_mib(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_bytes(BASE.encode() + b"#" * (4 * MAX_SPEC_BYTES))
-    start = time.perf_counter()
     with pytest.raises(SpecError) as info:
         load_spec(big)
-    assert time.perf_counter() - start < FAST
     assert str(info.value) == (f"{big}:1:1: spec file is over the limit of {MAX_SPEC_BYTES} bytes (1 MiB, "
                                "MAX_SPEC_BYTES); a spec describes variants, not data: split it")
 
@@ -247,9 +242,7 @@ def hostile_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cli_hostile_file_prints_one_error_line(hostile_dir: Path, capsys: pytest.CaptureFixture[str],
                                                 command: str, name: str) -> None:
     before = _snapshot(hostile_dir)
-    start = time.perf_counter()
     assert main([command, name]) == 1
-    assert time.perf_counter() - start < 2 * FAST
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
