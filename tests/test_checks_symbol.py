@@ -13,7 +13,8 @@ import torch
 
 from kernelgen.build import toolchain
 from kernelgen.errors import LayoutMismatch
-from kernelgen.runtime.op import Op, load
+from kernelgen.runtime.loader import load
+from kernelgen.runtime.op import Op
 
 pytestmark = pytest.mark.build
 

@@ -63,7 +63,7 @@ def test_import_kernelgen_loads_no_stage() -> None:
     assert set(json.loads(done.stdout)) <= {"kernelgen._version", "kernelgen.errors"}
     used = _python("import kernelgen; print(kernelgen.load.__module__, kernelgen.Variant.__name__, "
                    "kernelgen.__version__, 'load' in dir(kernelgen))", {})
-    assert used.stdout.split() == ["kernelgen.runtime.op", "Variant", "0.1.0", "True"], used.stderr
+    assert used.stdout.split() == ["kernelgen.runtime.loader", "Variant", "0.1.0", "True"], used.stderr
 
 
 def test_an_unknown_name_of_the_package_is_an_attribute_error() -> None:

@@ -1,7 +1,12 @@
-"""Render a variant into CUDA source through the one strict Jinja environment."""
+"""Render a kernel into CUDA source through the one strict Jinja environment and its one template.
+
+A kernel is a launch group of members: a variant renders as a group of one member (its structs named after it,
+its symbol taking the family's argument names), a launch group as its members under their roles' names. The
+template, the check function, the token-count dispatch and the host launch (kernelgen::run<Cfg...>) are one."""
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -14,13 +19,11 @@ from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
-from .checks import (ARGS, cpp_checks, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, symbol_args, table,
-                     used_args)
+from .checks import ARGS, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, used_args
 from .guards import GUARDS, group_cpp_asserts, group_precheck, precheck
 from .launch import LaunchPlan, default_plan, resolve, resolve_group
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
-GROUP_TEMPLATE = "fused_group.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
 _NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone", "rms_gemma": "kRmsGemma"}
 
@@ -77,7 +80,7 @@ def summary(v: Variant) -> str:
 def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
     """Everything the template needs, decided here so the template stays declarative."""
     v = resolve(v)
-    layout, xa = layout_of(v), x_align(v, plan)
+    layout = layout_of(v)
     return {
         "kernelgen_version": __version__,
         "spec_name": v.spec_name or "(none)",
@@ -110,20 +113,9 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_bytes": layout.page_bytes,
         "joint_pool": _cpp_bool(v.kv_pool == "joint"),
         "store_align": layout.store_align,
-        "checks": cpp_checks(v, layout, xa),
-        **_symbol_args(v, layout, xa),
-        "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
-        "dispatch": [{"max_tokens": r.max_tokens, "index": r.config, "pdl": _cpp_bool(r.pdl)} for r in plan.routes],
         **_field_constants(layout),
     }
-
-
-def _symbol_args(v: Variant, layout: Layout, xa: int) -> dict[str, Any]:
-    """The symbol's tensor parameters, and run()'s arguments: every tensor of the family, x where unused."""
-    args = symbol_args(table(v, layout, xa))
-    return {"args": list(args), "unused": [a for a in ARGS if a not in args],
-            "run_args": ", ".join(a if a in args else "x" for a in ARGS)}
 
 
 def x_align(v: Variant, plan: LaunchPlan) -> int:
@@ -145,44 +137,72 @@ def _cpp_bool(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-def group_args(g: Group) -> tuple[str, ...]:
-    """The group symbol's tensor parameters: each family argument (ARGS order) under each member's name for it
+@dataclass(frozen=True)
+class Member:
+    """One member of the kernel a translation unit defines."""
+
+    role: str  # its role in a launch group; "" for a variant rendered alone
+    variant: Variant  # resolved, under the kernel's launch
+    struct: str  # what its structs are called: the variant's name alone, <group>_<role> in a group
+    names: dict[str, str]  # family argument -> the symbol's parameter
+
+    @property
+    def input(self) -> str:
+        return self.names["x"]
+
+
+def members(k: Variant | Group) -> list[Member]:
+    """A kernel's members: a variant is the one member of its own kernel, under the family's argument names."""
+    if isinstance(k, Group):
+        g = resolve_group(k)
+        return [Member(role, v, f"{g.name}_{role}", g.names(role)) for role, v in g.members]
+    return [Member("", resolve(k), k.name, {a: a for a in ARGS})]
+
+
+def group_args(g: Variant | Group) -> tuple[str, ...]:
+    """The symbol's tensor parameters: each family argument (ARGS order) under each member's name for it
     (ROLES order), a shared one (freqs, positions, out_loc) once."""
-    used = {role: used_args(v) for role, v in g.members}
     out: list[str] = []
+    ms = members(g)
+    used = {m.struct: used_args(m.variant) for m in ms}
     for arg in ARGS:
-        for role in g.roles:
-            if arg in used[role] and g.names(role)[arg] not in out:
-                out.append(g.names(role)[arg])
+        for m in ms:
+            if arg in used[m.struct] and m.names[arg] not in out:
+                out.append(m.names[arg])
     return tuple(out)
 
 
-def group_checks(g: Group, plan: LaunchPlan) -> list[tuple[str, tuple[Any, ...]]]:
-    """(role, checks under the group's names) blocks in the order both languages apply them (checks.group_blocks)."""
-    g = resolve_group(g)
-    return group_blocks([(role, v, layout_of(v), x_align(v, plan), g.names(role)) for role, v in g.members])
+def group_checks(g: Variant | Group, plan: LaunchPlan) -> list[tuple[str, tuple[Any, ...]]]:
+    """(role, checks under the symbol's names) blocks in the order both languages apply them (checks.group_blocks;
+    a variant's are its table, its shapes then where its tensors are)."""
+    return group_blocks([(m.role, m.variant, layout_of(m.variant), x_align(m.variant, plan), m.names)
+                         for m in members(g)])
 
 
-def group_context(g: Group, plan: LaunchPlan) -> dict[str, Any]:
-    g = resolve_group(g)
-    members = []
-    for role, v in g.members:
-        used = used_args(v)
-        names = g.names(role)
-        members.append({"role": role, "variant": v.name, "struct": f"{g.name}_{role}", "ctx": context(v, plan),
-                        "run_args": ", ".join(names[a] if a in used else role for a in ARGS)})
-    elem = {role: v.elem_bytes for role, v in g.members}
-    blocks = [{"role": role, "checks": [{"condition": cpp_condition(c, elem[role]), "message": cpp_message(c, g.name)}
-                                        for c in block]} for role, block in group_checks(g, plan)]
+def kernel_context(k: Variant | Group, plan: LaunchPlan) -> dict[str, Any]:
+    """Everything the template needs for a variant or a launch group, decided here so the template stays
+    declarative."""
+    ms = members(k)
+    group = isinstance(k, Group)
+    out_members = [{"role": m.role, "variant": m.variant.name, "struct": m.struct, "ctx": context(m.variant, plan),
+                    "run_args": ", ".join(m.names[a] if a in used_args(m.variant) else m.input for a in ARGS)}
+                   for m in ms]
+    elem = {m.role: m.variant.elem_bytes for m in ms}
+    blocks = [{"what": f"member {role}" if group else ("shapes, dtypes and layouts" if i == 0 else "where they are"),
+               "alias": role if group else None,
+               "checks": [{"condition": cpp_condition(c, elem[role]), "message": cpp_message(c, k.name)} for c in block]}
+              for i, (role, block) in enumerate(group_checks(k, plan))]
     return {
         "kernelgen_version": __version__,
-        "spec_name": g.spec_name or "(none)",
-        "name": g.name,
-        "members": members,
+        "spec_name": k.spec_name or "(none)",
+        "name": k.name,
+        "group": group,
+        "members": out_members,
         "check_blocks": blocks,
-        "first": g.roles[0],
-        "args": list(group_args(g)),
-        "group_asserts": group_cpp_asserts(g),
+        "first": ms[0].input,
+        "args": list(group_args(k)),
+        "group_asserts": group_cpp_asserts(k) if group else [],
+        "guard_ids": [gd.id for gd in GUARDS],
         "dtype_names": cpp_dtype_names(),
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         "dispatch_summary": plan.describe(),
@@ -190,27 +210,13 @@ def group_context(g: Group, plan: LaunchPlan) -> dict[str, Any]:
     }
 
 
-def render_group(g: Group, check: bool = True, plan: LaunchPlan | None = None) -> str:
-    """CUDA source of a launch group: one symbol that launches every member once."""
-    plan = plan or default_plan(resolve_group(g).members[0][1])
+def render_variant(k: Variant | Group, check: bool = True, plan: LaunchPlan | None = None) -> str:
+    """CUDA source of a variant or a launch group with the launch configurations of plan (default: its own
+    launch). With check=False the Python precheck is skipped (guard parity tests)."""
+    plan = plan or default_plan(k)
     if check:
-        group_precheck(g)
+        checked = group_precheck if isinstance(k, Group) else precheck
+        checked(k)  # type: ignore[arg-type]
         for config in plan.configs:
-            group_precheck(g.with_launch(config))
-    return environment().get_template(GROUP_TEMPLATE).render(**group_context(g, plan))
-
-
-def render_variant(v: Variant | Group, check: bool = True, plan: LaunchPlan | None = None) -> str:
-    """CUDA source for v with the launch configurations of plan (default: the variant's own launch).
-    With check=False the Python precheck is skipped (guard parity tests). A launch group renders its one
-    launch of every member (render_group)."""
-    if isinstance(v, Group):
-        return render_group(v, check, plan)
-    plan = plan or default_plan(v)
-    if check:
-        precheck(v)
-        for config in plan.configs:
-            precheck(v.with_launch(config))
-    ctx = context(v, plan)
-    return environment().get_template(TEMPLATE).render(**ctx, ctx=ctx)
-
+            checked(k.with_launch(config))  # type: ignore[arg-type]
+    return environment().get_template(TEMPLATE).render(**kernel_context(k, plan))

@@ -8,8 +8,8 @@
 // shared memory by the sums, the fp8 amax, the NaN vote (see "tokens of several warps") and the Hadamard's
 // warp stages (warp_butterflies).
 //
-//
-// A generated translation unit defines a `Cfg` struct (constants only) and instantiates run<Cfg> (or run_group).
+// A generated translation unit defines `Cfg` structs (constants only) and instantiates run<Cfg...> (one
+// configuration struct per member: a variant has one, a launch group up to three).
 // The code lives in one header per concern, each including what it builds on:
 //   params.cuh    Params, the thread geometry, a thread's slice of a row
 //   warps.cuh     a token's reductions across two or four warps

@@ -160,37 +160,36 @@ void launch_kernel(const char* name, Kernel kernel, const Arg& arg, int64_t bloc
   TVM_FFI_CHECK(err == cudaSuccess, RuntimeError) << name << ": launch failed: " << cudaGetErrorString(err);
 }
 
-// One launch of a variant's kernel over its tokens (arguments already checked): a block per kTokensPerBlock
-// tokens, or (kLoop) one wave of resident blocks that walks them.
-template <class Cfg>
-void run(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView bias,
-         tvm::ffi::TensorView freqs, tvm::ffi::TensorView positions, tvm::ffi::TensorView out_loc,
-         tvm::ffi::TensorView cache, tvm::ffi::TensorView scale, double eps, bool pdl) {
-  const Params p = make_params<Cfg>(x, weight, bias, freqs, positions, out_loc, cache, scale, eps);
-  if (p.num_tokens == 0) return;
-  const int device = x.device().device_id;
-  constexpr int kThreads = Geometry<Cfg>::kBlockThreads;
-  int64_t blocks = (p.num_tokens + Cfg::kTokensPerBlock - 1) / Cfg::kTokensPerBlock;
-  if constexpr (Cfg::kLoop) blocks = std::min(blocks, resident_blocks_of<Cfg>(fused_norm_rope_store_kernel<Cfg>, kThreads, device));
-  launch_kernel(Cfg::kName, fused_norm_rope_store_kernel<Cfg>, p, blocks, kThreads, device, pdl);
-}
-
-// One launch of a group's members (First's configuration decides the loop; x0 is the first member's input).
+// One launch of a kernel's members over the same tokens (arguments already checked; x0 is the first member's
+// input). One member runs the variant's kernel, a block per kTokensPerBlock tokens or (kLoop) one wave of
+// resident blocks whose loop issues the next token block's loads before the current one's math; several run
+// the launch group's kernel, whose token blocks are the members' blocks one after another (First's
+// configuration decides the loop).
 template <class First, class... Rest>
-void run_group(const char* name, tvm::ffi::TensorView x0, bool pdl, const Params (&parts)[1 + sizeof...(Rest)]) {
-  GroupParams g{};
-  constexpr int kTokens[] = {First::kTokensPerBlock, Rest::kTokensPerBlock...};
-  for (int i = 0; i < 1 + int(sizeof...(Rest)); ++i) {
-    g.part[i] = parts[i];
-    g.blocks[i] = (parts[i].num_tokens + kTokens[i] - 1) / kTokens[i];
-    g.total += g.blocks[i];
-  }
-  if (g.total == 0) return;
+void run(const char* name, tvm::ffi::TensorView x0, bool pdl, const Params (&parts)[1 + sizeof...(Rest)]) {
   const int device = x0.device().device_id;
-  int64_t blocks = g.total;
-  if constexpr (First::kLoop)
-    blocks = std::min(blocks, resident_blocks_of<First>(fused_group_kernel<First, Rest...>, Geometry<First>::kBlockThreads, device));
-  launch_kernel(name, fused_group_kernel<First, Rest...>, g, blocks, Geometry<First>::kBlockThreads, device, pdl);
+  constexpr int kThreads = Geometry<First>::kBlockThreads;
+  if constexpr (sizeof...(Rest) == 0) {
+    const Params& p = parts[0];
+    if (p.num_tokens == 0) return;
+    int64_t blocks = (p.num_tokens + First::kTokensPerBlock - 1) / First::kTokensPerBlock;
+    if constexpr (First::kLoop)
+      blocks = std::min(blocks, resident_blocks_of<First>(fused_norm_rope_store_kernel<First>, kThreads, device));
+    launch_kernel(name, fused_norm_rope_store_kernel<First>, p, blocks, kThreads, device, pdl);
+  } else {
+    GroupParams g{};
+    constexpr int kTokens[] = {First::kTokensPerBlock, Rest::kTokensPerBlock...};
+    for (int i = 0; i < 1 + int(sizeof...(Rest)); ++i) {
+      g.part[i] = parts[i];
+      g.blocks[i] = (parts[i].num_tokens + kTokens[i] - 1) / kTokens[i];
+      g.total += g.blocks[i];
+    }
+    if (g.total == 0) return;
+    int64_t blocks = g.total;
+    if constexpr (First::kLoop)
+      blocks = std::min(blocks, resident_blocks_of<First>(fused_group_kernel<First, Rest...>, kThreads, device));
+    launch_kernel(name, fused_group_kernel<First, Rest...>, g, blocks, kThreads, device, pdl);
+  }
 }
 
 }  // namespace kernelgen
