@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ..layout.layout import Layout
 from ..spec.formats import format_of
+from ..spec.norms import NORMS
 from ..spec.variant import TORCH_DTYPES, Variant
 
 # Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
@@ -124,7 +125,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
     checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align, n=n)
     if v.slots == "out_loc":
         checks += _tensor("out_loc", INDEX_DTYPES, ("N",), n=n)
-    if v.norm != "none":
+    if NORMS[v.norm].weight:
         checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
     if v.norm_bias:
         checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)

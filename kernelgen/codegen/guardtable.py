@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..layout.layout import layout_of
 from ..spec.formats import FORMATS, Guard
+from ..spec.norms import NORMS
+from ..spec.ropes import ROPE_STYLES
 
 
 def is_pow2(n: int) -> bool:
@@ -34,7 +36,7 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("rope_fits", lambda v: v.rope_dim <= v.head_dim, "kRopeDim <= kHeadDim",
           "rope_dim must not exceed head_dim", axes=('rope_dim', 'head_dim')),
     Guard("neox_aligned",
-          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.rope_begin % v.rope_dim == 0,
+          lambda v: not ROPE_STYLES[v.rope_style].neox or v.rope_dim == 0 or v.rope_begin % v.rope_dim == 0,
           "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
           "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
           "put the rope at the head or use a head_dim that is a multiple of rope_dim", axes=('rope_style', 'rope_place', 'rope_dim')),
@@ -54,11 +56,11 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kJointPool || !kTokenSlots",
           "kv_pool: joint writes one half of a paged K/V pool [num_pages, 2, page]; a dense output (slots: token) "
           "is no pool: drop kv_pool or use slots: out_loc", axes=('kv_pool', 'slots')),
-    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (v.norm != "none" and v.rope_dim > 0),
+    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (NORMS[v.norm].weight and v.rope_dim > 0),
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
           "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),
-    Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or v.norm == "layer",
+    Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or NORMS[v.norm].takes_bias,
           "!kNormBias || kNorm == kernelgen::Norm::kLayer",
           "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),
     Guard("round_needs_quantized_store", lambda v: not v.round_through_bf16 or FORMATS[v.store].quantized,
@@ -91,17 +93,17 @@ _LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
           "above 32, launch.tokens_per_block x head_dim x 8 x (1 for 64 threads, 2 for 128) must be at most 32768; "
           "lower launch.tokens_per_block", launch=True),
     Guard("neox_partner_in_one_warp",
-          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or v.launch.threads_per_token <= 32
+          lambda v: not ROPE_STYLES[v.rope_style].neox or v.rope_dim == 0 or v.launch.threads_per_token <= 32
           or v.rope_dim // 2 < 32 * v.launch.vec,
           "!kNeox || kRopeDim == 0 || kThreadsPerToken <= 32 || kRopeDim / 2 < 32 * kVec",
           "neox RoPE exchanges a dim with its partner rope_dim/2 away by a shuffle within one warp: with "
           "launch.threads_per_token above 32, rope_dim/2 must be less than 32 x launch.vec", launch=True),
-    Guard("rope_whole_vectors", lambda v: v.rope_dim % ((2 if v.rope_style == "neox" else 1) * v.launch.vec) == 0,
+    Guard("rope_whole_vectors", lambda v: v.rope_dim % ((2 if ROPE_STYLES[v.rope_style].neox else 1) * v.launch.vec) == 0,
           "kRopeDim % ((kNeox ? 2 : 1) * kVec) == 0",
           "each thread rotates whole vectors of launch.vec dims: rope_dim must be a multiple of launch.vec "
           "(of 2 x launch.vec for neox RoPE, whose halves are whole vectors); lower launch.vec", launch=True),
     Guard("neox_partner_reach",
-          lambda v: v.rope_style != "neox" or v.rope_dim == 0 or is_pow2(v.rope_dim)
+          lambda v: not ROPE_STYLES[v.rope_style].neox or v.rope_dim == 0 or is_pow2(v.rope_dim)
           or (v.rope_dim // 2) % (v.launch.threads_per_token * v.launch.vec) == 0
           or (v.rope_dim <= min(v.launch.threads_per_token, 32) * v.launch.vec
               and v.rope_begin % (min(v.launch.threads_per_token, 32) * v.launch.vec) == 0),

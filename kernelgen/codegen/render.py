@@ -17,6 +17,8 @@ from .._version import __version__
 from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
+from ..spec.norms import NORMS
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
 from .checks import ARGS, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, used_args
@@ -25,7 +27,6 @@ from .launch import LaunchPlan, default_plan, resolve, resolve_group
 
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
-_NORM_ENUM = {"rms": "kRms", "layer": "kLayer", "none": "kNone", "rms_gemma": "kRmsGemma"}
 
 
 @lru_cache(maxsize=1)
@@ -64,13 +65,12 @@ def _field_constants(layout: Layout) -> dict[str, int]:
 def summary(v: Variant) -> str:
     parts = [f"x[{v.heads} x {v.head_dim}]" if v.heads > 1 else f"x[{v.head_dim}]"]
     parts[0] += f" {v.input_dtype}"
-    if v.norm != "none":
-        parts.append({"rms": "RMSNorm", "rms_gemma": "RMSNorm x (1 + w)", "layer": "LayerNorm"}[v.norm]
+    if NORMS[v.norm].title:
+        parts.append(NORMS[v.norm].title
                      + (" +bias" if v.norm_bias else "")
                      + f" (w {v.weight_dtype})")
     if v.rope_dim:
-        parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}"
-                     + (" (cos|sin table)" if v.rope_table == "halves" else ""))
+        parts.append(f"RoPE {v.rope_style} on {v.rope_place} {v.rope_dim}" + ROPE_TABLES[v.rope_table].header)
     if v.hadamard:
         parts.append(f"Hadamard-{v.head_dim}")
     parts.append(f"store {v.store}" + (" (via bf16)" if v.round_through_bf16 else ""))
@@ -98,9 +98,9 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "heads": v.heads,
         "rope_dim": v.rope_dim,
         "rope_begin": v.rope_begin,
-        "neox": _cpp_bool(v.rope_style == "neox"),
-        "rope_halves": _cpp_bool(v.rope_table == "halves"),
-        "norm_enum": _NORM_ENUM[v.norm],
+        "neox": _cpp_bool(ROPE_STYLES[v.rope_style].neox),
+        "rope_halves": _cpp_bool(ROPE_TABLES[v.rope_table].halves),
+        "norm_enum": NORMS[v.norm].enum,
         "norm_bias": _cpp_bool(v.norm_bias),
         "rope_first": _cpp_bool(v.norm_order == "rope_then_norm"),
         "hadamard": _cpp_bool(v.hadamard),

@@ -5,9 +5,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..codegen.checks import used_args
 from ..codegen.launch import resolve, resolve_group
-from ..spec.group import Group
 from ..layout.layout import layout_of
 from ..spec.formats import format_of
+from ..spec.group import Group
+from ..spec.ropes import ROPE_TABLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def rope_table(rope_dim: int, max_pos: int, layout: str = "pairs", base: float =
     half = max(rope_dim // 2, 1)
     inv_freq = base ** (-torch.arange(half, dtype=torch.float64) / half)
     angles = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    if layout == "halves":
+    if ROPE_TABLES[layout].halves:
         return torch.cat([angles.cos(), angles.sin()], dim=-1)[:, :rope_dim].float()
     return torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(max_pos, -1)[:, :rope_dim].float()
 

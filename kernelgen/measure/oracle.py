@@ -13,6 +13,8 @@ from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import read_fields, split_heads, written_mask
 from ..spec.formats import Part, format_of
 from ..spec.group import Group
+from ..spec.norms import NORMS
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -184,16 +186,17 @@ def _norm(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None
     import torch
 
     x = rows.value
-    if v.norm == "none":
+    kind = NORMS[v.norm]
+    if not kind.weight:
         return rows
     assert w is not None
     d = x.shape[1]
     e = rows.bound() / SAFETY  # the input's error bound (SAFETY is applied once, at the end)
-    if v.norm in ("rms", "rms_gemma"):
+    if not kind.centered:
         ms = (x * x).mean(-1, keepdim=True)
         # sum of d non-negative rounded squares, any order: gamma_d; then the divide by d
         inv = 1.0 / torch.sqrt(ms + eps)
-        gemma = v.norm == "rms_gemma"
+        gemma = kind.unit_offset
         scale = (1.0 + w) if gemma else w
         n = x * inv * scale
         ms_in = 2 * (x.abs() * e).mean(-1, keepdim=True)
@@ -220,18 +223,17 @@ def _norm(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None
 
 def _rope_pairs(v: Variant) -> tuple[list[int], list[int]]:
     """Dim indices (first, second) of each rotated pair j."""
-    s, r = v.rope_begin, v.rope_dim
-    if v.rope_style == "interleaved":
-        return [s + 2 * j for j in range(r // 2)], [s + 2 * j + 1 for j in range(r // 2)]
-    return [s + j for j in range(r // 2)], [s + r // 2 + j for j in range(r // 2)]
+    dims = range(v.rope_begin, v.rope_begin + v.rope_dim)
+    first, second = ROPE_STYLES[v.rope_style].pairs(v.rope_dim)
+    return list(dims[first]), list(dims[second])
 
 
 def _rope(v: Variant, rows: Rows, freqs: torch.Tensor, positions: torch.Tensor) -> Rows:
     if not v.rope_dim:
         return rows
     f = freqs[positions.long()]
-    h = v.rope_dim // 2  # pair j: cos at column 2j, sin at 2j+1; or (halves) at j and h + j
-    cos, sin = (f[:, :h], f[:, h:]) if v.rope_table == "halves" else (f[:, 0::2], f[:, 1::2])
+    cos_at, sin_at = ROPE_TABLES[v.rope_table].cos_sin(v.rope_dim)  # pair j's columns (spec/ropes.py)
+    cos, sin = f[:, cos_at], f[:, sin_at]
     ia, ic = _rope_pairs(v)
 
     def rotate(t: torch.Tensor) -> torch.Tensor:

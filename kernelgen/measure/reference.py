@@ -11,6 +11,8 @@ from ..codegen.launch import geometry, resolve
 from ..layout import codec
 from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import split_heads, write_fields
+from ..spec.norms import NORMS
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -48,10 +50,11 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
           eps: float) -> torch.Tensor:
     import torch
 
-    if v.norm == "none":
+    kind = NORMS[v.norm]
+    if not kind.weight:
         return y
     d = torch.tensor(float(v.head_dim), dtype=torch.float32, device=y.device)
-    if v.norm == "layer":
+    if kind.centered:
         y = y - _lane_sum(v, y) / d
     eps32 = torch.tensor(eps, dtype=torch.float32, device=y.device)
     mean_sq = _lane_sum(v, y * y) / d
@@ -59,7 +62,7 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     inv = torch.where(torch.isinf(mean_sq), torch.full_like(inv, float("nan")), inv)  # overflow: a NaN row
     assert weight is not None
     w = weight.to(torch.float32)
-    if v.norm == "rms_gemma":  # Gemma: times (1 + w), the sum rounded to float32
+    if kind.unit_offset:  # Gemma: times (1 + w), the sum rounded to float32
         w = 1.0 + w
     y = (y * inv) * w
     if v.norm_bias:
@@ -70,9 +73,8 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
 
 def cos_sin(v: Variant, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin) of each pair from freqs rows, by the variant's table layout."""
-    if v.rope_table == "halves":
-        return f[:, :v.rope_dim // 2], f[:, v.rope_dim // 2:]
-    return f[:, 0::2], f[:, 1::2]
+    cos, sin = ROPE_TABLES[v.rope_table].cos_sin(v.rope_dim)
+    return f[:, cos], f[:, sin]
 
 
 def _rope(v: Variant, y: torch.Tensor, freqs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -80,17 +82,13 @@ def _rope(v: Variant, y: torch.Tensor, freqs: torch.Tensor, positions: torch.Ten
         return y
     f = freqs[positions.long()]
     cos, sin = cos_sin(v, f)
-    b, r = v.rope_begin, v.rope_dim
+    first, second = ROPE_STYLES[v.rope_style].pairs(v.rope_dim)
+    rope = y[:, v.rope_begin:v.rope_begin + v.rope_dim]
+    a, c = rope[:, first].clone(), rope[:, second].clone()
     y = y.clone()
-    if v.rope_style == "interleaved":
-        a, c = y[:, b:b + r:2].clone(), y[:, b + 1:b + r:2].clone()
-        y[:, b:b + r:2] = a * cos - c * sin
-        y[:, b + 1:b + r:2] = a * sin + c * cos
-    else:
-        h = r // 2
-        lo, hi = y[:, b:b + h].clone(), y[:, b + h:b + r].clone()
-        y[:, b:b + h] = lo * cos - hi * sin
-        y[:, b + h:b + r] = hi * cos + lo * sin
+    rope = y[:, v.rope_begin:v.rope_begin + v.rope_dim]
+    rope[:, first] = a * cos - c * sin
+    rope[:, second] = c * cos + a * sin
     return y
 
 

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Literal, get_args
 
 from .formats import FORMATS
+from .norms import NORMS
+from .ropes import ROPE_STYLES, ROPE_TABLES
 from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
 
-NormKind = Literal["rms", "layer", "none", "rms_gemma"]  # rms_gemma: RMSNorm times (1 + weight), as Gemma
+NormKind = str  # a name of the norm table (spec/norms.py NORMS)
 RopePlace = Literal["head", "tail"]
-RopeStyle = Literal["interleaved", "neox"]
-RopeTable = Literal["pairs", "halves"]
+RopeStyle = str  # a name of spec/ropes.py ROPE_STYLES
+RopeTable = str  # a name of spec/ropes.py ROPE_TABLES: (cos, sin) of pair j at 2j, 2j+1, or cos of all pairs, then sin
 Slots = Literal["out_loc", "token"]
 KvLayout = Literal["nhd", "hnd"]  # a multi-head page: [page_size, heads, record] (NHD) or [heads, page_size, record]
 NormOrder = Literal["norm_then_rope", "rope_then_norm"]  # rope_then_norm: the norm runs on the rotated row
@@ -143,9 +145,9 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "heads": (int, None),
     "rope_dim": (int, None),
     "rope_place": (str, get_args(RopePlace)),
-    "rope_style": (str, get_args(RopeStyle)),
-    "rope_table": (str, get_args(RopeTable)),
-    "norm": (str, get_args(NormKind)),
+    "rope_style": (str, tuple(ROPE_STYLES)),
+    "rope_table": (str, tuple(ROPE_TABLES)),
+    "norm": (str, tuple(NORMS)),
     "norm_bias": (bool, None),
     "norm_order": (str, get_args(NormOrder)),
     "hadamard": (bool, None),
@@ -163,8 +165,6 @@ _AXIS_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Variant) 
 LAUNCH_KEYS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS)  # a spec's `launch:` keys
 LAUNCH_FLAGS: tuple[str, ...] = tuple(p.name for p in LAUNCH_PARAMS if p.kind is bool)  # the boolean ones
 
-_STYLE_SHORT = {"interleaved": "ilv", "neox": "neox"}
-_NORM_SHORT = {"rms": "rms", "layer": "ln", "none": "nonorm", "rms_gemma": "gemma"}
 
 
 def short_name(axis: str, value: object) -> str:
@@ -180,11 +180,11 @@ def short_name(axis: str, value: object) -> str:
     if axis == "rope_dim":
         return f"r{value}" if value else "norope"
     if axis == "rope_style":
-        return _STYLE_SHORT[str(value)]
+        return ROPE_STYLES[str(value)].short
     if axis == "rope_table":
-        return "cossin" if value == "halves" else "pairs"
+        return ROPE_TABLES[str(value)].short
     if axis == "norm":
-        return _NORM_SHORT[str(value)]
+        return NORMS[str(value)].short
     if axis == "slots":
         return "dense" if value == "token" else "paged"
     if axis in ("kv_layout", "kv_pool"):
