@@ -33,7 +33,7 @@ def toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelgen.build.toolchain
 
     monkeypatch.setattr(kernelgen.build.toolchain, "detect", lambda: FAKE_TOOLCHAIN)
-    monkeypatch.setattr(cli, "_toolchain", lambda: FAKE_TOOLCHAIN)
+    monkeypatch.setattr(cli.common, "_toolchain", lambda: FAKE_TOOLCHAIN)
 
 
 def _ninja(progress: Any, steps: list[str], pause: float = 0.0) -> None:
@@ -77,7 +77,7 @@ def test_the_terminal_bar_shows_the_known_total_from_the_start(
     import kernelgen.build.lifecycle
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=160, highlight=False))
+    monkeypatch.setattr(cli.common, "err", Console(file=screen, force_terminal=True, width=160, highlight=False))
     frames: list[str] = []
 
     def fake_build(variants: list[Any], *args: Any, progress: Any = None, **kwargs: Any) -> list[Any]:
@@ -99,7 +99,7 @@ def test_piped_output_moves_while_ninja_is_quiet(
         monkeypatch: pytest.MonkeyPatch, cache_dir: Path, toolchain: None, capsys: pytest.CaptureFixture[str]) -> None:
     import kernelgen.build.lifecycle
 
-    monkeypatch.setattr(cli, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(cli.progress, "HEARTBEAT_S", 0.1)
 
     def slow_build(variants: list[Any], *args: Any, progress: Any = None, **kwargs: Any) -> list[Any]:
         _ninja(progress, _steps(["dsv4_indexer_bf16_p1"]), pause=0.5)

@@ -61,7 +61,7 @@ def no_compile(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for module, name in ((kernelgen.tune.runner, "compile_candidates"), (kernelgen.tune.runner, "build"),
                          (kernelgen.build.lifecycle, "build"), (kernelgen.build.toolchain, "detect"),
-                         (kernelgen.runtime.export, "export"), (cli, "_toolchain")):
+                         (kernelgen.runtime.export, "export"), (cli.common, "_toolchain")):
         monkeypatch.setattr(module, name, _refuse)
 
 

@@ -16,7 +16,7 @@ def test_check_prints_its_title_and_each_guard_message_on_one_line(tmp_path: Pat
     spec = tmp_path / "s.yaml"
     spec.write_text("family: fused_norm_rope_store\nname: s\nvariants:\n"
                     "  - {name: a, store: fp8_flashmla, head_dim: 256}\n")
-    monkeypatch.setattr(cli, "_toolchain", lambda: None)  # the precheck refuses it: nothing is compiled
+    monkeypatch.setattr(cli.common, "_toolchain", lambda: None)  # the precheck refuses it: nothing is compiled
     assert cli.main(["check", str(spec), "--arch", "sm_90a"]) == 1
     captured = capsys.readouterr()
     assert "kernelgen check: 1 variants x sm_90a" in captured.out.splitlines()[0]
