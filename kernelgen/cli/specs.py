@@ -20,6 +20,7 @@ from ..codegen.render import render_variant
 from ..layout.layout import layout_of
 from ..spec.group import Group
 from ..spec.parse import load_spec
+from ..spec.ropes import ROPE_TABLES
 from ..spec.variant import Variant
 from .common import CHECK_TARGETS, _cache_dir, _count, _selected, _specs, out
 from .progress import _compiling, _expect_builds
@@ -54,7 +55,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             table.add_column(col)
         for v in spec.variants:
             r, lay = resolve(v), layout_of(v)
-            rope = (f"{v.rope_dim} {v.rope_place} {v.rope_style}" + (" cos|sin" if v.rope_table == "halves" else "")
+            rope = (f"{v.rope_dim} {v.rope_place} {v.rope_style}" + (" cos|sin" if ROPE_TABLES[v.rope_table].halves else "")
                     if v.rope_dim else "-")
             norm = v.norm + ("+bias" if v.norm_bias else "")
             lo = r.launch

@@ -1,7 +1,7 @@
 """The launch parameters as one table: every stage that names a launch parameter reads it from here.
 
 Launch's fields (spec/variant.py), its id and parser, the spec's `launch:` and `tune:` keys
-(spec/parse.py), the search space and its tie order (tune/space.py, tune/search.py) and the
+(spec/settings.py), the search space and its tie order (tune/space.py, tune/search.py) and the
 configuration struct of the generated code (codegen/render.py and the template) are all read off
 LAUNCH_PARAMS. Adding a parameter is one entry here plus the device code that reads its constant
 (templates/kernelgen/*.cuh); tests/test_launch_table.py holds every stage to the table.

@@ -10,6 +10,8 @@ from typing import Any, Iterator
 
 from ..errors import SpecError
 from .formats import FORMATS
+from .norms import NORMS
+from .ropes import ROPE_STYLES
 from .launchparams import BY_NAME
 from .names import MAX_NAME_LENGTH, _symbol_name_problem
 from .variant import AXES, LAUNCH_FLAGS, LAUNCH_KEYS, Launch, Variant
@@ -30,10 +32,8 @@ ALIASES: dict[str, dict[str, str | None]] = {
     "input_dtype": dict(_DTYPE_ALIASES),
     "weight_dtype": {k: None if v == "fp16" else v for k, v in {**_DTYPE_ALIASES, "fp16": "fp16"}.items()},
     "store": {**{alias: name for name, fmt in FORMATS.items() for alias in fmt.aliases}, **_NOT_STORES},
-    "norm": {"rmsnorm": "rms", "rms_norm": "rms", "layernorm": "layer", "layer_norm": "layer", "ln": "layer",
-             "gemma": "rms_gemma", "gemma_rms": "rms_gemma", "gemma_rmsnorm": "rms_gemma", "rms_1p": "rms_gemma"},
-    "rope_style": {"gptj": "interleaved", "gpt_j": "interleaved", "interleave": "interleaved", "gpt_neox": "neox",
-                   "rotate_half": "neox"},
+    "norm": {alias: name for name, kind in NORMS.items() for alias in kind.aliases},
+    "rope_style": {alias: name for name, style in ROPE_STYLES.items() for alias in style.aliases},
     "rope_place": {"front": "head", "start": "head", "first": "head", "back": "tail", "end": "tail", "last": "tail"},
 }
 
