@@ -97,3 +97,27 @@ def test_rope_pairs_and_tables_are_the_entries_slices() -> None:
     assert torch.allclose(out[0, :4], lo * angles.cos() - hi * angles.sin())
     assert torch.allclose(out[0, 4:8], hi * angles.cos() + lo * angles.sin())
     assert torch.equal(out[0, 8:], y[0, 8:])
+
+
+def test_page_geometry_is_read_from_its_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """slots, kv_layout and kv_pool: their values, names, the renderer's flags, the layout's page stride and the
+    in-page order of records come from spec/pages.py; a pool of three caches would be a table entry."""
+    from kernelgen.layout.layout import layout_of
+    from kernelgen.spec import pages
+
+    assert AXES["slots"][1] == tuple(pages.SLOT_SOURCES) and AXES["kv_layout"][1] == tuple(pages.RECORD_ORDERS)
+    assert AXES["kv_pool"][1] == tuple(pages.POOL_SHARES)
+    k = Variant("k", heads=4, page_size=16, rope_dim=0, norm="none", kv_layout="hnd", kv_pool="joint")
+    lay = layout_of(k)
+    source = render_variant(k, check=False)
+    assert "kHnd = true;" in source and "kJointPool = true;" in source and "kTokenSlots = false;" in source
+    assert lay.page_stride == 2 * lay.page_bytes and lay.joint
+    # record s * heads + h of a heads-major page sits at h * page_size + s
+    assert [lay.in_page(r) for r in (0, 1, 4, 5)] == [0, 16, 1, 17]
+    assert [layout_of(replace(k, kv_layout="nhd")).in_page(r) for r in (0, 1, 4, 5)] == [0, 1, 4, 5]
+    triple = pages.PoolShare("triple", "triple", caches=3, describe="one third of a K/V/extra pool")
+    monkeypatch.setitem(pages.POOL_SHARES, "triple", triple)
+    third = layout_of(replace(k, kv_pool="triple"))
+    assert third.page_stride == 3 * third.page_bytes and third.joint
+    assert "one third of a K/V/extra pool" in third.describe()
+    assert short_name("slots", "token") == "dense" and short_name("kv_pool", "joint") == "joint"

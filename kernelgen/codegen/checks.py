@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ..layout.layout import Layout
 from ..spec.formats import format_of
 from ..spec.norms import NORMS
+from ..spec.pages import SLOT_SOURCES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 # Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
@@ -123,7 +124,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
         return (names or {}).get(arg, arg)
 
     checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align, n=n)
-    if v.slots == "out_loc":
+    if SLOT_SOURCES[v.slots].reads_out_loc:
         checks += _tensor("out_loc", INDEX_DTYPES, ("N",), n=n)
     if NORMS[v.norm].weight:
         checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
@@ -133,7 +134,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
         checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
         checks += _tensor("positions", INDEX_DTYPES, ("N",), n=n)
     page = layout.page_bytes
-    if v.slots == "token":
+    if SLOT_SOURCES[v.slots].dense:
         cache = _dense_out(v, layout, n)
     else:
         cache = _tensor("kvcache", ("uint8",), ("num_pages", "page_bytes"), layout.store_align, n=n,
@@ -143,7 +144,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
                               f"{n('kvcache')} rows are {{got}} bytes but {v.name} writes {page}-byte "
                               f"pages ({layout.describe()}); allocate the pool with this variant's "
                               "layout or pick the variant matching the pool", value=page))
-        if v.kv_pool == "joint":  # a half of [num_pages, 2, page]: pages 2 * page bytes apart, not contiguous
+        if layout.joint:  # a half of [num_pages, 2, page]: pages 2 * page bytes apart, not contiguous
             cache[2] = Check(n("kvcache"), "pool_half",
                              f"{n('kvcache')} must be one half of a joint K/V pool uint8 [num_pages, 2, {page}] "
                              f"(pool[:, 0] or pool[:, 1]: pages {2 * page} bytes apart, each contiguous; "

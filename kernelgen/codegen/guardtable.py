@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..layout.layout import layout_of
 from ..spec.formats import FORMATS, Guard
 from ..spec.norms import NORMS
+from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES
 
 
@@ -45,14 +46,14 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,
           "kernelgen::is_pow2(kPageSize) && kPageSize <= 4096",
           "page_size must be a power of two from 1 to 4096", axes=('page_size',)),
-    Guard("token_slots_one_per_page", lambda v: v.slots == "out_loc" or v.page_size == 1,
+    Guard("token_slots_one_per_page", lambda v: SLOT_SOURCES[v.slots].reads_out_loc or v.page_size == 1,
           "!kTokenSlots || kPageSize == 1",
           "slots: token writes token t to row t of a dense output (one token per row): set page_size: 1",
           axes=('page_size', 'slots')),
-    Guard("hnd_needs_pages", lambda v: v.kv_layout == "nhd" or v.slots == "out_loc", "!kHnd || !kTokenSlots",
+    Guard("hnd_needs_pages", lambda v: not RECORD_ORDERS[v.kv_layout].heads_major or SLOT_SOURCES[v.slots].reads_out_loc, "!kHnd || !kTokenSlots",
           "kv_layout: hnd arranges the heads of a paged cache ([heads, page_size, record] per page); a dense output "
           "(slots: token) has one token per row: drop kv_layout or use slots: out_loc", axes=('kv_layout', 'slots')),
-    Guard("joint_pool_needs_pages", lambda v: v.kv_pool == "separate" or v.slots == "out_loc",
+    Guard("joint_pool_needs_pages", lambda v: not POOL_SHARES[v.kv_pool].joint or SLOT_SOURCES[v.slots].reads_out_loc,
           "!kJointPool || !kTokenSlots",
           "kv_pool: joint writes one half of a paged K/V pool [num_pages, 2, page]; a dense output (slots: token) "
           "is no pool: drop kv_pool or use slots: out_loc", axes=('kv_pool', 'slots')),

@@ -18,6 +18,7 @@ from ..layout.layout import Layout, layout_of
 from ..spec.formats import format_of
 from ..spec.launchparams import COMPILED
 from ..spec.norms import NORMS
+from ..spec.pages import SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
@@ -108,10 +109,10 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "store_enum": format_of(v).enum,
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
         "page_size": v.page_size,
-        "token_slots": _cpp_bool(v.slots == "token"),
-        "hnd": _cpp_bool(v.kv_layout == "hnd" and v.heads > 1),
+        "token_slots": _cpp_bool(SLOT_SOURCES[v.slots].dense),
+        "hnd": _cpp_bool(layout.hnd),
         "page_bytes": layout.page_bytes,
-        "joint_pool": _cpp_bool(v.kv_pool == "joint"),
+        "joint_pool": _cpp_bool(layout.joint),
         "store_align": layout.store_align,
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         **_field_constants(layout),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..spec.formats import FORMATS
+from ..spec.pages import RECORD_ORDERS
 from ..spec.variant import Variant
 from .layout import Layout, layout_of
 
@@ -111,5 +112,5 @@ def layout_json(lay: Layout) -> dict[str, object]:
         "fields": [{"name": f.name, "encoding": f.encoding, "base": f.base, "stride": f.stride, "size": f.size,
                     "what": f.what} for f in lay.fields],
         "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
-    } | ({"heads": lay.heads} if lay.heads > 1 else {}) | ({"arrangement": "HND"} if lay.hnd else {}) \
-        | ({"pool": "joint", "page_stride": lay.page_stride} if lay.joint else {})  # absent: NHD, separate pools
+    } | ({"heads": lay.heads} if lay.heads > 1 else {}) | ({"arrangement": RECORD_ORDERS[lay.order].label} if lay.hnd else {}) \
+        | ({"pool": lay.pool, "page_stride": lay.page_stride} if lay.joint else {})  # absent: NHD, separate pools

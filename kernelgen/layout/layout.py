@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ..spec.formats import Part, StoreFormat, format_of, part_dims
+from ..spec.pages import POOL_SHARES, RECORD_ORDERS
 from ..spec.variant import Variant
 
 Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
@@ -45,17 +46,29 @@ class Layout:
     fields: tuple[Field, ...]
     segments: tuple[Segment, ...] = ()  # how the row's dims map onto the value fields (codec and oracle)
     heads: int = 1  # records per token: head h of the token in slot s is record s * heads + h
-    hnd_heads: int = 0  # HND with this many heads: record s * H + h sits at h * page_size + s % page_size of its page
-    joint: bool = False  # kv_pool: joint: the cache is one half of a pool [num_pages, 2, page_bytes]
+    hnd_heads: int = 0  # a heads-major record order with this many heads (spec/pages.py RECORD_ORDERS), else 0
+    order: str = "nhd"  # the page's record order (kv_layout, spec/pages.py RECORD_ORDERS)
+    pool: str = "separate"  # how many caches share the pages (kv_pool, spec/pages.py POOL_SHARES)
 
     @property
     def page_stride(self) -> int:
         """Bytes from one page of the cache to the next (a joint pool interleaves the K and V pages)."""
-        return self.page_bytes * (2 if self.joint else 1)
+        return self.page_bytes * POOL_SHARES[self.pool].caches
+
+    @property
+    def joint(self) -> bool:
+        """The cache is one half of a pool [num_pages, 2, page_bytes] (kv_pool: joint)."""
+        return POOL_SHARES[self.pool].joint
 
     @property
     def hnd(self) -> bool:
         return self.hnd_heads > 0
+
+    def in_page(self, record: Any) -> Any:
+        """The position in its page of a record (counted from the page's first record; an int or a tensor)."""
+        if not self.hnd:
+            return record
+        return RECORD_ORDERS[self.order].in_page(record, self.records_per_page // self.hnd_heads, self.hnd_heads)
 
     @property
     def records_per_page(self) -> int:
@@ -83,8 +96,9 @@ class Layout:
         return sum(f.size for f in self.fields) * self.heads
 
     def describe(self) -> str:
-        heads = f" ({self.heads} heads{', HND' if self.hnd else ''})" if self.heads > 1 else ""
-        joint = ", one half of a joint K/V pool" if self.joint else ""
+        order = RECORD_ORDERS[self.order].label if self.hnd else ""
+        heads = f" ({self.heads} heads{', ' + order if order else ''})" if self.heads > 1 else ""
+        joint = f", {POOL_SHARES[self.pool].describe}" if self.joint else ""
         return f"{self.bytes_per_token} B/token{heads} x {self.page_size}{joint}"
 
     def byte_map(self) -> list[tuple[int, int, str]]:
@@ -152,7 +166,7 @@ def layout_of(v: Variant) -> Layout:
     if v.heads > 1:
         rows = layout_of(v.row_variant)
         return replace(rows, variant_name=v.name, page_size=v.page_size, heads=v.heads,
-                       bytes_per_token=rows.bytes_per_token * v.heads, hnd_heads=hnd_heads(v))
+                       bytes_per_token=rows.bytes_per_token * v.heads, hnd_heads=hnd_heads(v), order=v.kv_layout)
     fmt, p = format_of(v), v.page_size
     sized = {f.name: f for f in _sized_fields(v, fmt)}
     placed: dict[str, Field] = {}
@@ -176,16 +190,16 @@ def layout_of(v: Variant) -> Layout:
     fields = tuple(placed[f.name] for f in sized.values())
     segments = tuple(Segment(part, *part_dims(part, v)) for part in fmt.parts)
     return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments,
-                  joint=v.kv_pool == "joint")
+                  pool=v.kv_pool)
 
 
 def hnd_heads(v: Variant) -> int:
     """The heads of an HND variant (the in-page permutation of its records), else 0."""
-    return v.heads if v.kv_layout == "hnd" and v.heads > 1 else 0
+    return v.heads if RECORD_ORDERS[v.kv_layout].heads_major and v.heads > 1 else 0
 
 
 def row_layout(v: Variant) -> Layout:
     """The layout of v's one-head rows (v.row_variant), keeping v's arrangement of records in a page: the
     reference, the comparison and the oracle work on rows and write or read them through this."""
     rows = layout_of(v.row_variant)
-    return replace(rows, hnd_heads=hnd_heads(v)) if hnd_heads(v) else rows
+    return replace(rows, hnd_heads=hnd_heads(v), order=v.kv_layout) if hnd_heads(v) else rows

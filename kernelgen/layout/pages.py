@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from ..spec.pages import POOL_SHARES
 from ..spec.variant import Variant
 from . import codec
 from .layout import Field, Layout, layout_of
@@ -25,8 +26,8 @@ class Pages(Layout):
         (kv_pool: joint) [num_pages, 2, page_bytes], whose halves (pool_halves) are the K and V caches."""
         import torch
 
-        shape = (num_pages, 2, self.page_bytes) if self.joint else (num_pages, self.page_bytes)
-        return torch.zeros(shape, dtype=torch.uint8, device=device)
+        return torch.zeros(POOL_SHARES[self.pool].pool_shape(num_pages, self.page_bytes), dtype=torch.uint8,
+                           device=device)
 
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Stored rows at slots out_loc back to float32 [N, head_dim], or [N, heads, head_dim] with several
@@ -101,10 +102,7 @@ def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[
     valid = (loc >= 0) & (loc < num_pages * per_page)
     safe = torch.where(valid, loc, torch.zeros_like(loc))
     page, off = safe // per_page, safe % per_page
-    if layout.hnd:  # record s * H + h at h * (per_page / H) + s % (per_page / H): the in-page offset permuted
-        heads = layout.hnd_heads
-        off = (off % heads) * (per_page // heads) + off // heads
-    return valid, page, off
+    return valid, page, layout.in_page(off)  # the page's record order (HND permutes the offsets)
 
 
 def written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> torch.Tensor:
@@ -136,7 +134,7 @@ def write_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor, fie
 
     if all_valid:  # no validity mask to build: every slot is in the pool
         loc = out_loc.to(device=cache.device, dtype=torch.int64)
-        page, off = loc // layout.records_per_page, loc % layout.records_per_page
+        page, off = loc // layout.records_per_page, layout.in_page(loc % layout.records_per_page)
     else:
         valid, page, off = split_slots(layout, out_loc.to(cache.device), cache.shape[0])
         page, off = page[valid], off[valid]

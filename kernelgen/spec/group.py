@@ -10,6 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 
+from .pages import SLOT_SOURCES
 from .variant import Launch, Variant
 
 ROLES = ("q", "k", "v")  # the members a group may have, in the order the kernel's blocks take them
@@ -19,7 +20,7 @@ SHARED = ("freqs", "positions", "out_loc")  # family arguments every member that
 def arg_names(role: str, v: Variant) -> dict[str, str]:
     """What the group's symbol calls each family argument of the member in `role`: q, q_weight, q_out (a dense
     output, slots: token), k_cache (a paged cache), k_scale...; freqs, positions and out_loc are shared."""
-    out = "out" if v.slots == "token" else "cache"
+    out = SLOT_SOURCES[v.slots].output
     return {"x": role, "weight": f"{role}_weight", "bias": f"{role}_bias", "kvcache": f"{role}_{out}",
             "scale": f"{role}_scale", **{a: a for a in SHARED}}
 

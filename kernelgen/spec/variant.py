@@ -8,6 +8,7 @@ from typing import Literal, get_args
 
 from .formats import FORMATS
 from .norms import NORMS
+from .pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
 from .ropes import ROPE_STYLES, ROPE_TABLES
 from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
 
@@ -15,10 +16,10 @@ NormKind = str  # a name of the norm table (spec/norms.py NORMS)
 RopePlace = Literal["head", "tail"]
 RopeStyle = str  # a name of spec/ropes.py ROPE_STYLES
 RopeTable = str  # a name of spec/ropes.py ROPE_TABLES: (cos, sin) of pair j at 2j, 2j+1, or cos of all pairs, then sin
-Slots = Literal["out_loc", "token"]
-KvLayout = Literal["nhd", "hnd"]  # a multi-head page: [page_size, heads, record] (NHD) or [heads, page_size, record]
+Slots = str  # a name of spec/pages.py SLOT_SOURCES: out_loc (a paged cache) or token (a dense output)
+KvLayout = str  # a name of spec/pages.py RECORD_ORDERS: [page_size, heads, record] (nhd) or [heads, page_size, record]
 NormOrder = Literal["norm_then_rope", "rope_then_norm"]  # rope_then_norm: the norm runs on the rotated row
-KvPool = Literal["separate", "joint"]  # a cache of its own, or one half (K or V) of a pool [num_pages, 2, page]
+KvPool = str  # a name of spec/pages.py POOL_SHARES: a cache of its own, or one half (K or V) of [num_pages, 2, page]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
@@ -156,9 +157,9 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "store": (str, get_args(StoreKind)),
     "page_size": (int, None),
     "round_through_bf16": (bool, None),
-    "slots": (str, get_args(Slots)),
-    "kv_layout": (str, get_args(KvLayout)),
-    "kv_pool": (str, get_args(KvPool)),
+    "slots": (str, tuple(SLOT_SOURCES)),
+    "kv_layout": (str, tuple(RECORD_ORDERS)),
+    "kv_pool": (str, tuple(POOL_SHARES)),
 }
 # Each axis's default (Variant's field default): an axis at it does not enter content_key().
 _AXIS_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Variant) if f.name in AXES}
@@ -186,9 +187,11 @@ def short_name(axis: str, value: object) -> str:
     if axis == "norm":
         return NORMS[str(value)].short
     if axis == "slots":
-        return "dense" if value == "token" else "paged"
-    if axis in ("kv_layout", "kv_pool"):
-        return str(value)
+        return SLOT_SOURCES[str(value)].short
+    if axis == "kv_layout":
+        return RECORD_ORDERS[str(value)].short
+    if axis == "kv_pool":
+        return POOL_SHARES[str(value)].short
     if axis == "norm_order":
         return "ropefirst" if value == "rope_then_norm" else "normfirst"
     if axis in ("input_dtype", "weight_dtype"):
