@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .codegen.render import members
 from .layout.layout import Layout, layout_of
 from .layout.pages import head_slots, split_slots
 from .measure import reference
-from .measure.inputs import group_workload_inputs, member_inputs, workload_inputs
-from .measure.timing import launch_args, rotated_graph_us, rotation_sets
-from .runtime.group_op import GroupOp
+from .measure.inputs import call_inputs, group_workload_inputs, member_inputs
+from .measure.timing import rotated_graph_us, rotation_sets
 from .runtime.op import Op
 from .spec.group import Group
 from .spec.variant import Variant
@@ -57,8 +57,15 @@ def written_sectors(layout: Layout, out_loc: Any, num_pages: int) -> int:
     return int(torch.unique(torch.cat(sectors)).numel()) if page.numel() else 0
 
 
-def compulsory_bytes(v: Variant, inputs: dict[str, Any], l2_bytes: int) -> int:
-    return _row_bytes(v, inputs) + _index_bytes([v], inputs, l2_bytes)
+def compulsory_bytes(k: Variant | Group, inputs: dict[str, Any], l2_bytes: int) -> int:
+    """A kernel's compulsory bytes (inputs under its symbol's names, as group_workload_inputs makes them): every
+    member's rows and written sectors, the shared indices once (a variant is a launch group of one member)."""
+    ms = members(k)
+    per = {m.role: member_inputs(k, m.role, inputs) for m in ms}
+    shared = dict(per[ms[0].role], out_loc=inputs.get("out_loc"), positions=inputs.get("positions"),
+                  freqs=inputs.get("freqs"))
+    return sum(_row_bytes(m.variant, per[m.role]) for m in ms) + _index_bytes([m.variant for m in ms], shared,
+                                                                              l2_bytes)
 
 
 def _row_bytes(v: Variant, inputs: dict[str, Any]) -> int:
@@ -80,15 +87,6 @@ def _index_bytes(variants: list[Variant], inputs: dict[str, Any], l2_bytes: int)
         if inputs["freqs"].numel() * 4 > l2_bytes:
             total += int(inputs["positions"].unique().numel()) * rope_dim * 4
     return total
-
-
-def group_compulsory_bytes(g: Group, inputs: dict[str, Any], l2_bytes: int) -> int:
-    """A launch group's compulsory bytes: every member's rows and written sectors, the shared indices once."""
-    per = {role: member_inputs(g, role, inputs) for role in g.roles}
-    shared = dict(per[g.roles[0]], out_loc=inputs.get("out_loc"), positions=inputs.get("positions"),
-                  freqs=inputs.get("freqs"))
-    return sum(_row_bytes(v, per[role]) for role, v in g.members) + _index_bytes([v for _, v in g.members], shared,
-                                                                                   l2_bytes)
 
 
 def copy_roofline_gbs(size_bytes: int = 1 << 30) -> float:
@@ -144,9 +142,27 @@ def _event_us(call: Callable[[], None], reps: int = 10) -> float:
     return statistics.median(times)
 
 
-def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callable[[], None]:
+def reference_call(k: Variant | Group, inputs: dict[str, Any], compiled: bool) -> Callable[[], None]:
+    """The PyTorch reference of every member of a kernel, one after another (the baseline); inputs under the
+    kernel symbol's names, as group_workload_inputs makes them."""
     import torch
 
+    calls = [_reference_store(m.variant, member_inputs(k, m.role, inputs)) for m in members(k)]
+
+    def run() -> None:
+        for call in calls:
+            call()
+
+    if not compiled:
+        return run
+    # Every baseline closure shares run's code object, so dynamo would count each (kernel, N) as a
+    # recompile of one function and fall back to eager past its limit (8): start each one afresh.
+    torch._dynamo.reset()
+    return torch.compile(run, dynamic=False)
+
+
+def _reference_store(v: Variant, inputs: dict[str, Any]) -> Callable[[], None]:
+    """One member's reference store into its output (inputs under the family's names)."""
     # Timing inputs write every row (valid slots, positions inside freqs): the baseline skips the row
     # mask, as a serving engineer's own torch code would, so it compiles into one graph with no sync.
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], inputs["kvcache"])
@@ -156,48 +172,35 @@ def reference_call(v: Variant, inputs: dict[str, Any], compiled: bool) -> Callab
     def run() -> None:
         reference.store(v, inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"],
                         inputs["kvcache"], 1e-6, inputs["bias"], all_valid=True, scale=inputs.get("scale"))
-
-    if not compiled:
-        return run
-    # Every baseline closure shares run's code object, so dynamo would count each (variant, N) as a
-    # recompile of one function and fall back to eager past its limit (8): start each one afresh.
-    torch._dynamo.reset()
-    return torch.compile(run, dynamic=False)
+    return run
 
 
 def rotated_us(op: Op, n: int, workload: str, l2: int) -> tuple[float, int, dict[str, Any]]:
     """(GPU us per call, compulsory bytes, the first input set) for n tokens of the workload: graph replay
     over enough independent input sets that every call reads from DRAM from 4096 tokens (rotation_sets)."""
-    first = workload_inputs(op.variant, n, workload, seed=1)
+    first = group_workload_inputs(op.variant, n, workload, seed=1)
     moved = compulsory_bytes(op.variant, first, l2)
-    sets = [first] + [workload_inputs(op.variant, n, workload, seed=s) for s in range(2, 1 + rotation_sets(moved, n, l2))]
-    return rotated_graph_us([lambda a=launch_args(s): op.launch(*a) for s in sets]), moved, first
+    sets = [first] + [group_workload_inputs(op.variant, n, workload, seed=s)
+                      for s in range(2, 1 + rotation_sets(moved, n, l2))]
+    return rotated_graph_us([lambda a=op.tensors(call_inputs(s)): op.launch(a, 1e-6) for s in sets]), moved, first
 
 
-def bench_variant(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
-                  say: Callable[[str], None] = lambda _: None) -> list[Row]:
-    return _bench_rows(op.variant.name, op.plan, tokens, workload, roofline_gbs, baselines, say,
-                       lambda n, l2: rotated_us(op, n, workload, l2),
-                       lambda first, compiled: reference_call(op.variant, first, compiled))
-
-
-def _bench_rows(name: str, plan: Any, tokens: tuple[int, ...], workload: str, roofline_gbs: float,
-                baselines: tuple[str, ...], say: Callable[[str], None],
-                timed: Callable[[int, int], tuple[float, int, dict[str, Any]]],
-                baseline: Callable[[dict[str, Any], bool], Callable[[], None]]) -> list[Row]:
-    """One row per token count: timed(n, l2) -> (us, compulsory bytes, first input set), and each baseline's
-    time and extra memory on that first set (baseline(inputs, compiled) -> a call)."""
+def bench(op: Op, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
+          say: Callable[[str], None] = lambda _: None) -> list[Row]:
+    """One row per token count for a variant or a launch group (one launch writes every member; bytes are all
+    members', compulsory_bytes), and each baseline's time and extra memory on the row's first input set."""
     import torch
 
+    name = op.variant.name
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     rows = []
     for n in tokens:
         floor = empty_kernel_floor_us()  # beside the row: within one run it was seen to rise 0.75 -> 0.93 us
-        us, moved, first = timed(n, l2)
+        us, moved, first = rotated_us(op, n, workload, l2)
         extra: dict[str, Any] = {}
         for kind in baselines:
             try:
-                call = baseline(first, kind == "compile")
+                call = reference_call(op.variant, first, kind == "compile")
                 key = "eager" if kind == "eager" else "compiled"
                 extra[f"{key}_us"] = _event_us(call, reps=5 if n >= 262144 else 10)
                 extra[f"{key}_extra_mb"] = round(_extra_memory_mb(call), 1)
@@ -205,7 +208,7 @@ def _bench_rows(name: str, plan: Any, tokens: tuple[int, ...], workload: str, ro
                 say(f"{name} N={n}: {kind} baseline failed: {str(exc).splitlines()[0][:120]}")
         tbps = moved / (us * 1e-6) / 1e12
         rows.append(Row(name, workload, n, round(us, 3), moved, round(tbps, 3),
-                        round(100 * tbps * 1e3 / roofline_gbs, 1), plan.launch_for(n).id, **extra,
+                        round(100 * tbps * 1e3 / roofline_gbs, 1), op.plan.launch_for(n).id, **extra,
                         floor_us=round(floor, 3)))
         del first
         torch.cuda.empty_cache()
@@ -213,42 +216,7 @@ def _bench_rows(name: str, plan: Any, tokens: tuple[int, ...], workload: str, ro
     return rows
 
 
-def group_reference_call(g: Group, inputs: dict[str, Any], compiled: bool) -> Callable[[], None]:
-    """The PyTorch reference of every member of a launch group, one after another (the baseline)."""
-    calls = [reference_call(v, member_inputs(g, role, inputs), compiled=False) for role, v in g.members]
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    if not compiled:
-        return run
-    import torch
-
-    torch._dynamo.reset()
-    return torch.compile(run, dynamic=False)
-
-
-def bench_group(op: GroupOp, tokens: tuple[int, ...], workload: str, roofline_gbs: float, baselines: tuple[str, ...],
-                say: Callable[[str], None] = lambda _: None) -> list[Row]:
-    """bench_variant for a launch group: one launch writes every member; bytes are all members' (group_compulsory_bytes)."""
-    return _bench_rows(op.group.name, op.plan, tokens, workload, roofline_gbs, baselines, say,
-                       lambda n, l2: group_rotated_us(op, n, workload, l2),
-                       lambda first, compiled: group_reference_call(op.group, first, compiled))
-
-
-def group_rotated_us(op: GroupOp, n: int, workload: str, l2: int) -> tuple[float, int, dict[str, Any]]:
-    """rotated_us for a launch group."""
-    first = group_workload_inputs(op.group, n, workload, seed=1)
-    moved = group_compulsory_bytes(op.group, first, l2)
-    sets = [first] + [group_workload_inputs(op.group, n, workload, seed=s)
-                      for s in range(2, 1 + rotation_sets(moved, n, l2))]
-    return rotated_graph_us([lambda a=op.tensors(_call_inputs(s)): op.launch(a, 1e-6) for s in sets]), moved, first
-
-
-def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
-    """A group's inputs as its op takes them: the packed qkv is passed as its slices q, k, v."""
-    return {k: t for k, t in inputs.items() if k != "qkv"}
+bench_variant = bench_group = bench  # by their earlier names (the CLI's)
 
 
 def to_json(rows: list[Row], meta: dict[str, Any]) -> dict[str, Any]:

@@ -112,7 +112,7 @@ def test_a_modified_library_or_manifest_is_never_loaded(exported: Path, tmp_path
 
 def test_a_launch_group_exports_and_loads_without_nvcc(tmp_path: Path) -> None:
     """A launch group's library and manifest entry (members' math and layouts, the symbol's arguments by name, the
-    checks in order); loaded in a fresh process without nvcc it is a GroupOp whose symbol refuses CPU tensors."""
+    checks in order); loaded in a fresh process without nvcc it is an Op whose symbol refuses CPU tensors."""
     out = tmp_path / "groups"
     with knobs.scope(CACHE_DIR=str(tmp_path / "cache")):
         export([load_spec("attention_prep").group("cake_8_1_fp8")], ("sm_90a",), out)
@@ -143,5 +143,5 @@ def test_a_launch_group_exports_and_loads_without_nvcc(tmp_path: Path) -> None:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("GroupOp export:sm_90a N<=256: t16.b4.v8.pf.pdl")
+    assert done.stdout.startswith("Op export:sm_90a N<=256: t16.b4.v8.pf.pdl")
     assert "refused: cake_8_1_fp8: q must be on a CUDA device, got bfloat16 [4, 1024] on cpu" in done.stdout

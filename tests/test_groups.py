@@ -112,6 +112,41 @@ def test_group_checks_name_the_member_argument_in_the_symbols_words() -> None:
 
 
 @pytest.mark.pure
+def test_debug_mode_checks_a_groups_slots_and_a_variant_takes_its_names_as_keywords(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One Op for variants and launch groups: KERNELGEN_DEBUG's duplicate-slot check covers a group's caches (a slot
+    two rows share is refused before the launch, one past the pools may repeat), and a variant's op called with its
+    symbol's names as keywords makes the symbol call its positional call makes. The op wraps a fake library (no GPU
+    here) whose symbol records its calls; the per-call tensor checks (which want CUDA tensors) are stubbed to pass."""
+    from kernelgen import knobs
+    from kernelgen.build.store import Artifact
+    from kernelgen.runtime import op as op_module
+
+    launched: list[tuple] = []
+    monkeypatch.setattr(op_module, "load_module", lambda path: {
+        name: lambda *args: launched.append(args) for k in (SPEC.group("qwen3_8b_bf16"), SPEC.variant("qwen3_8b_bf16_k"))
+        for name in (k.name, f"{k.name}_config")})
+    monkeypatch.setattr(op_module.InputChecker, "check", lambda self, *args, **kw: None)
+    g = SPEC.group("qwen3_8b_bf16")
+    with knobs.scope(DEBUG="1"):
+        op = op_module.Op(Artifact(variant=g, key="fake", directory=tmp_path, launch_plan=default_plan(g)))
+    inputs = {k: t for k, t in group_inputs(g, 6, 3, "cpu", seed=1).items() if k != "qkv"}
+    past = inputs["k_cache"].shape[0] * g.member("k").page_size
+    op(**{**inputs, "out_loc": torch.tensor([0, 1, past, past, -1, -1])})
+    assert len(launched) == 1
+    with pytest.raises(LayoutMismatch, match=r"^qwen3_8b_bf16: out_loc names slot 2 more than once in one call"):
+        op(**{**inputs, "out_loc": torch.tensor([0, 1, 2, 2, -1, -1])})
+    assert len(launched) == 1, "a refused call must not launch"
+    v = SPEC.variant("qwen3_8b_bf16_k")
+    op = op_module.Op(Artifact(variant=v, key="fake", directory=tmp_path, launch_plan=default_plan(v)))
+    i = make_inputs(v, 4, 2, "cpu", seed=1)
+    op(i["x"], i["weight"], i["freqs"], i["positions"], i["out_loc"], i["kvcache"], eps=1e-5)
+    op(x=i["x"], weight=i["weight"], freqs=i["freqs"], positions=i["positions"], out_loc=i["out_loc"],
+       kvcache=i["kvcache"], eps=1e-5)
+    assert launched[-1] == launched[-2] and len(launched[-1]) == len(op.args) + 1
+
+
+@pytest.mark.pure
 def test_dense_outputs_take_no_out_loc_and_accept_strided_rows() -> None:
     """slots: token writes token t to row t: no out_loc argument, and rows of any stride (Q in place, in qkv)."""
     q = SPEC.variant("qwen3_8b_bf16_q")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..codegen.checks import used_args
-from ..codegen.launch import resolve, resolve_group
+from ..codegen.launch import resolve
+from ..codegen.render import Member, members
 from ..layout.layout import layout_of
 from ..spec.formats import format_of
 from ..spec.group import Group
@@ -151,57 +152,68 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     return _on(device, v, tensors)
 
 
-def group_inputs(g: Group, num_tokens: int, num_pages: int, device: str, seed: int, max_pos: int = 4096) -> dict[str, Any]:
-    """make_inputs for a launch group, under the group symbol's argument names: each member's own tensors
-    (weight, cache, scale), one freqs table, one set of positions and one out_loc for all members (the first
-    member's draw: the padding, far-slot and far-position rows of make_inputs), and every member's input a
-    column slice of one packed `qkv` [N, sum of heads x head_dim] (strided rows, as a projection's output)."""
-    g = resolve_group(g)
-    per = [make_inputs(v, num_tokens, num_pages, "cpu", seed + i, max_pos) for i, (_, v) in enumerate(g.members)]
-    return _packed(g, per, device)
+def group_inputs(k: Variant | Group, num_tokens: int, num_pages: int, device: str, seed: int,
+                 max_pos: int = 4096) -> dict[str, Any]:
+    """make_inputs for a kernel, under its symbol's argument names (a variant is a launch group of one member, under
+    the family's names): each member's own tensors (weight, cache, scale), one freqs table, one set of positions
+    and one out_loc for all members (the first member's draw: the padding, far-slot and far-position rows of
+    make_inputs), and every member's input a column slice of one packed `qkv` [N, sum of heads x head_dim]
+    (strided rows, as a projection's output)."""
+    ms = members(k)
+    per = [make_inputs(m.variant, num_tokens, num_pages, device, seed + i, max_pos) for i, m in enumerate(ms)]
+    return _packed(ms, per, device)
 
 
-def group_workload_inputs(g: Group, num_tokens: int, workload: str, seed: int = 1, device: str = "cuda") -> dict[str, Any]:
-    """workload_inputs for a launch group (every row written), packed as group_inputs packs them."""
-    g = resolve_group(g)
-    per = [workload_inputs(v, num_tokens, workload, seed + i, device) for i, (_, v) in enumerate(g.members)]
-    return _packed(g, per, device)
+def group_workload_inputs(k: Variant | Group, num_tokens: int, workload: str, seed: int = 1,
+                          device: str = "cuda") -> dict[str, Any]:
+    """workload_inputs for a kernel (every row written), packed as group_inputs packs them."""
+    ms = members(k)
+    per = [workload_inputs(m.variant, num_tokens, workload, seed + i, device) for i, m in enumerate(ms)]
+    return _packed(ms, per, device)
 
 
-def _packed(g: Group, per: list[dict[str, Any]], device: str) -> dict[str, Any]:
-    """Members' inputs as one group call's: shared freqs, positions and out_loc (the first member's that has
-    each), the members' inputs as column slices of one packed qkv, the rest under each member's names."""
+def _packed(ms: list[Member], per: list[dict[str, Any]], device: str) -> dict[str, Any]:
+    """Members' inputs (each made on the device: a joint pool's half stays a view of its pool) as one call's:
+    shared freqs, positions and out_loc (the first member's that has each), the members' inputs as column slices
+    of one packed qkv, the rest under each member's names."""
     import torch
 
     shared = {arg: next((inp[arg] for inp in per if inp[arg] is not None), None) for arg in ("freqs", "positions")}
-    shared["out_loc"] = next((inp["out_loc"] for (_, v), inp in zip(g.members, per) if v.slots == "out_loc"), None)
+    shared["out_loc"] = next((inp["out_loc"] for m, inp in zip(ms, per) if m.variant.slots == "out_loc"), None)
     out: dict[str, Any] = {"qkv": torch.cat([inp["x"] for inp in per], dim=1)}
-    for (role, v), inp in zip(g.members, per):
-        names, used = g.names(role), used_args(v)
+    for m, inp in zip(ms, per):
+        used = used_args(m.variant)
         for arg in ("weight", "bias", "kvcache", "scale"):
             if arg in used:
-                out[names[arg]] = inp[arg]
+                out[m.names[arg]] = inp[arg]
         for arg in ("freqs", "positions", "out_loc"):
             if arg in used:
                 out[arg] = shared[arg]
     out = {k: (t.to(device) if t is not None else None) for k, t in out.items()}
-    joint = [g.names(role)["kvcache"] for role, v in g.members if v.kv_pool == "joint"]
+    joint = [m.names["kvcache"] for m in ms if m.variant.kv_pool == "joint"]
     if len(joint) == 2 and out[joint[0]].shape == out[joint[1]].shape:  # K and V: the two halves of one pool
         pool = torch.stack([out[joint[0]], out[joint[1]]], dim=1)
         out[joint[0]], out[joint[1]] = pool[:, 0], pool[:, 1]
     col = 0
-    for role, v in g.members:  # each member's input: its columns of the packed qkv (no copy)
-        width = v.heads * v.head_dim
-        out[g.names(role)["x"]] = out["qkv"][:, col:col + width]
+    for m in ms:  # each member's input: its columns of the packed qkv (no copy)
+        width = m.variant.heads * m.variant.head_dim
+        out[m.input] = out["qkv"][:, col:col + width]
         col += width
     return out
 
 
-def member_inputs(g: Group, role: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """One member's tensors of group inputs, under the family's argument names (what make_inputs returns for
-    the member alone): the reference and the comparison of that member read these."""
-    v = g.member(role)
-    names = g.names(role)
-    out = {arg: inputs.get(names[arg]) for arg in ("x", "weight", "bias", "freqs", "positions", "kvcache", "scale")}
-    out["out_loc"] = token_slots(out["x"].shape[0], out["x"].device) if v.slots == "token" else inputs["out_loc"]
+def call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A kernel's inputs (group_inputs) as its op takes them by name: each member's input is its slice of the
+    packed qkv, which is left out."""
+    return {k: t for k, t in inputs.items() if k != "qkv"}
+
+
+def member_inputs(k: Variant | Group, role: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """One member's tensors of a kernel's inputs (group_inputs), under the family's argument names (what
+    make_inputs returns for the member alone): the reference and the comparison of that member read these. A
+    variant's one member has the role ""."""
+    m = next(m for m in members(k) if m.role == role)
+    out = {arg: inputs.get(m.names[arg]) for arg in ("x", "weight", "bias", "freqs", "positions", "kvcache", "scale")}
+    token = m.variant.slots == "token"  # a dense output: token t to row t
+    out["out_loc"] = token_slots(out["x"].shape[0], out["x"].device) if token else inputs["out_loc"]
     return out

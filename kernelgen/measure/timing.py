@@ -5,6 +5,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..codegen.checks import ARGS
+from ..codegen.render import members
 from ..layout.layout import layout_of
 from ..spec.group import Group
 from ..spec.variant import Variant
@@ -20,9 +21,8 @@ def estimated_bytes(v: Variant | Group, num_tokens: int) -> int:
     """An estimate of the bytes a call moves: each input row read once, each written byte written once,
     16 B of indices per token (weights and freqs cache-resident); a launch group's members' sum. For sizing
     input rotation and quick reports; `kernelgen bench` counts compulsory bytes exactly (bench.compulsory_bytes)."""
-    if isinstance(v, Group):
-        return sum(estimated_bytes(m, num_tokens) for _, m in v.members)
-    return num_tokens * (v.heads * v.head_dim * v.elem_bytes + layout_of(v).written_bytes_per_token + INDEX_BYTES)
+    return sum(num_tokens * (m.variant.heads * m.variant.head_dim * m.variant.elem_bytes
+                             + layout_of(m.variant).written_bytes_per_token + INDEX_BYTES) for m in members(v))
 
 
 def graph_replay_us(call: Callable[[], None], calls: int = 10, reps: int = 15) -> float:

@@ -4,18 +4,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..codegen.launch import resolve_group
+from ..codegen.render import members
 from ..layout import codec
 from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import Pages, read_fields, split_heads, written_mask
 from ..spec.group import Group
 from ..spec.variant import Variant
 from . import reference
-from .inputs import group_inputs, make_inputs, member_inputs
+from .inputs import call_inputs, group_inputs, member_inputs
 
 if TYPE_CHECKING:
     import torch
-
 
 
 @dataclass(frozen=True)
@@ -102,27 +101,29 @@ def expected(v: Variant, inputs: dict[str, Any], eps: float = 1e-6) -> torch.Ten
 
 
 def verify(v: Variant, run: Callable[..., None], num_tokens: int, num_pages: int, device: str, seed: int) -> Report:
-    """Run `run(x, weight, freqs, positions, out_loc, kvcache, eps=, bias=, scale=)` and the reference on the
-    same poisoned cache and compare."""
-    inputs = make_inputs(v, num_tokens, num_pages, device, seed)
-    poison = inputs["kvcache"].clone()
-    want = expected(v, inputs)
-    run(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], inputs["kvcache"],
-        eps=1e-6, bias=inputs["bias"], scale=inputs.get("scale"))
-    return compare(v, inputs["kvcache"], want, poison, inputs)
+    """verify_group for a variant whose `run` takes the family's tensors as a variant's op does: run(x, weight, freqs,
+    positions, out_loc, kvcache, eps=, bias=, scale=) (out_loc the token slots of a slots: token variant)."""
+    def by_family(eps: float, **tensors: Any) -> None:
+        t = member_inputs(v, "", tensors)
+        run(t["x"], t["weight"], t["freqs"], t["positions"], t["out_loc"], t["kvcache"], eps=eps, bias=t["bias"],
+            scale=t["scale"])
+
+    [report] = verify_group(v, by_family, num_tokens, num_pages, device, seed)
+    return report
 
 
-def verify_group(g: Group, run: Callable[..., None], num_tokens: int, num_pages: int, device: str,
+def verify_group(k: Variant | Group, run: Callable[..., None], num_tokens: int, num_pages: int, device: str,
                  seed: int) -> list[Report]:
-    """Run `run(**tensors, eps=)` (the group symbol's arguments by name) once and every member's reference on
-    the same poisoned outputs; one Report per member (its variant under the group's launch)."""
-    g = resolve_group(g)
-    inputs = group_inputs(g, num_tokens, num_pages, device, seed)
+    """Run `run(**tensors, eps=)` (the kernel symbol's arguments by name: a variant's the family's, a launch group's
+    q, k_cache, ...) once and every member's reference on the same poisoned outputs; one Report per member (its
+    variant under the kernel's launch; a variant is a launch group of one member)."""
+    inputs = group_inputs(k, num_tokens, num_pages, device, seed)
+    ms = members(k)
     wanted, poisons = {}, {}
-    for role, v in g.members:
-        mine = member_inputs(g, role, inputs)
-        poisons[role] = mine["kvcache"].clone()
-        wanted[role] = expected(v, mine)
-    run(**{k: t for k, t in inputs.items() if k != "qkv"}, eps=1e-6)
-    return [compare(v, inputs[g.names(role)["kvcache"]], wanted[role], poisons[role], member_inputs(g, role, inputs))
-            for role, v in g.members]
+    for m in ms:
+        mine = member_inputs(k, m.role, inputs)
+        poisons[m.role] = mine["kvcache"].clone()
+        wanted[m.role] = expected(m.variant, mine)
+    run(**call_inputs(inputs), eps=1e-6)
+    return [compare(m.variant, inputs[m.names["kvcache"]], wanted[m.role], poisons[m.role],
+                    member_inputs(k, m.role, inputs)) for m in ms]

@@ -18,7 +18,7 @@ from ..build.arch import capability_of_arch
 from ..build.store import Artifact, file_sha256
 from ..codegen import checks
 from ..codegen.launch import LaunchPlan, Route, resolve, resolve_group
-from ..codegen.render import group_args, group_checks, x_align
+from ..codegen.render import group_args, group_checks, members, x_align
 from ..errors import KernelgenError, LayoutMismatch, writing
 from ..layout.doc import layout_json
 from ..layout.layout import layout_of
@@ -28,7 +28,6 @@ from ..spec.variant import Launch, Variant
 from ..tune import lookup
 from ..tune.gpu import GpuInfo
 from ..tune.gpu import current as current_gpu
-from .group_op import GroupOp
 from .op import _CURRENT, Op
 
 FORMAT = "kernelgen-export/2"  # 2: a symbol takes only the tensors its variant uses (op.args), not all seven
@@ -121,6 +120,14 @@ def _group_entry(g: Group, plan: LaunchPlan) -> dict[str, Any]:
             "abi": group_abi(g, plan), "artifacts": {}}
 
 
+def _variant_entry(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
+    """A variant's own manifest fields: its math, its layout and its abi."""
+    layout = layout_of(v)
+    return {"spec": v.spec_name, "content_key": v.content_key(), "variant": v.math_fields(),
+            "layout": layout_json(layout), "abi": abi(v, checks.table(resolve(v), layout, x_align(v, plan))),
+            "artifacts": {}}
+
+
 def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Path, jobs: int | None = None,
            progress: Any = None) -> Path:
     """Build every variant (and launch group) for every arch (portable libraries) and write DIR/<name>/<arch>/
@@ -133,31 +140,15 @@ def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Pat
                                    jobs, progress, portable=True)
         for v, (a, found) in zip(variants, built):
             plan, source = _shown(found)
-            if isinstance(v, Group):
-                if v.name not in entries:
-                    entries[v.name] = _group_entry(v, plan)
-                entry = entries[v.name]
-                _copy_artifact(v.name, arch, a, out_dir)
-                entry["artifacts"][arch] = {
-                    "library": f"{v.name}/{arch}/{a.library.name}", "sha256": file_sha256(out_dir / v.name / arch /
-                                                                                          a.library.name),
-                    "build_key": a.key, "tuned_on": source, "dispatch": _plan_json(plan),
-                    "device_code": a.device_code().get(arch, {}),
-                    "x_align": {role: x_align(m, plan) for role, m in v.members},
-                    "checks": [c.text("", "<passed>") for _, block in group_checks(v, plan) for c in block]}
-                continue
-            xa, layout = x_align(v, plan), layout_of(v)
-            table = checks.table(resolve(v), layout, xa)
-            if v.name not in entries:  # the variant's own fields: the same for every arch
-                entries[v.name] = {"spec": v.spec_name, "content_key": v.content_key(), "variant": v.math_fields(),
-                                   "layout": layout_json(layout), "abi": abi(v, table), "artifacts": {}}
-            entry = entries[v.name]
+            if v.name not in entries:  # the kernel's own fields: the same for every arch
+                entries[v.name] = _group_entry(v, plan) if isinstance(v, Group) else _variant_entry(v, plan)
             target = _copy_artifact(v.name, arch, a, out_dir)
-            entry["artifacts"][arch] = {"library": f"{v.name}/{arch}/{a.library.name}",
-                                        "sha256": file_sha256(target / a.library.name), "build_key": a.key,
-                                        "tuned_on": source, "x_align": xa, "dispatch": _plan_json(plan),
-                                        "device_code": a.device_code().get(arch, {}),
-                                        "checks": checks.requirements(table)}
+            aligns = {m.role: x_align(m.variant, plan) for m in members(v)}  # a variant's one, under its role ""
+            entries[v.name]["artifacts"][arch] = {
+                "library": f"{v.name}/{arch}/{a.library.name}", "sha256": file_sha256(target / a.library.name),
+                "build_key": a.key, "tuned_on": source, "dispatch": _plan_json(plan),
+                "device_code": a.device_code().get(arch, {}), "x_align": aligns.get("", aligns),
+                "checks": checks.requirements(tuple(c for _, block in group_checks(v, plan) for c in block))}
     manifest = {"format": FORMAT, "kernelgen": __version__,
                 "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version,
                               "defines": list(toolchain.defines)},  # e.g. the packed-float32 build
@@ -189,9 +180,9 @@ def _pick_arch(available: list[str], gpu: GpuInfo | None, directory: Path) -> st
                          f"holds {', '.join(available)}: export again with --arch sm_{gpu.capability.replace('.', '')}a")
 
 
-def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op | GroupOp:
-    """Load an exported variant (an Op) or launch group (a GroupOp) for this GPU's arch (no nvcc needed); the
-    library's sha256 is checked."""
+def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | object = _CURRENT) -> Op:
+    """Load an exported variant or launch group as an Op for this GPU's arch (no nvcc needed); the library's sha256
+    is checked."""
     root = Path(directory)
     try:
         manifest = json.loads((root / MANIFEST).read_text())
@@ -212,17 +203,19 @@ def load_exported(directory: str | Path, variant: str, *, gpu: GpuInfo | None | 
     if not library.is_file() or file_sha256(library) != art["sha256"]:
         raise LayoutMismatch(f"{library}: missing or modified (sha256 differs from the manifest); export again")
     plan = _plan_from_json(art["dispatch"])
-    if "group" in entry:  # a launch group: its members from their math, one launch
-        members = entry["group"]  # by role; the manifest's keys are sorted, the kernel's order is ROLES'
-        g = Group(variant, tuple((role, Variant(name=members[role]["variant"], spec_name=entry["spec"],
-                                                **members[role]["math"])) for role in ROLES if role in members),
-                  spec_name=entry["spec"])
-        if g.content_key() != entry["content_key"]:
-            raise KernelgenError(f"{root}/{MANIFEST}: group {variant} does not match its content key; export again")
-        return GroupOp(Artifact(g.with_launch(plan.configs[0]), art["build_key"], library.parent, plan),
-                       f"export:{arch}")
-    v = Variant(name=variant, spec_name=entry["spec"], **entry["variant"])
-    if v.content_key() != entry["content_key"]:
-        raise KernelgenError(f"{root}/{MANIFEST}: variant {variant} does not match its content key; export again")
-    return Op(Artifact(v.with_launch(plan.configs[0]), art["build_key"], library.parent, plan), f"export:{arch}")
+    k = _kernel_of(variant, entry)
+    if k.content_key() != entry["content_key"]:
+        what = "group" if "group" in entry else "variant"
+        raise KernelgenError(f"{root}/{MANIFEST}: {what} {variant} does not match its content key; export again")
+    return Op(Artifact(k.with_launch(plan.configs[0]), art["build_key"], library.parent, plan), f"export:{arch}")
+
+
+def _kernel_of(name: str, entry: dict[str, Any]) -> Variant | Group:
+    """The variant, or the launch group (its members from their math, one launch), a manifest entry holds."""
+    if "group" in entry:
+        by_role = entry["group"]  # the manifest's keys are sorted, the kernel's order is ROLES'
+        return Group(name, tuple((role, Variant(name=by_role[role]["variant"], spec_name=entry["spec"],
+                                                **by_role[role]["math"])) for role in ROLES if role in by_role),
+                     spec_name=entry["spec"])
+    return Variant(name=name, spec_name=entry["spec"], **entry["variant"])
 

@@ -12,19 +12,10 @@ from typing import Any
 from ..build import toolchain as tc
 from ..build.lifecycle import load_module
 from ..build.store import Artifact
-from ..codegen import checks
-from ..codegen.launch import resolve
-from ..codegen.render import x_align
-from ..layout.layout import layout_of
 from ..codegen.render import group_args
-from ..measure.inputs import group_workload_inputs, workload_inputs
-from ..measure.timing import (
-    estimated_bytes,
-    launch_args,
-    rotated_graph_us,
-    rotation_sets,
-)
-from ..measure.verify import verify, verify_group
+from ..measure.inputs import group_workload_inputs
+from ..measure.timing import estimated_bytes, rotated_graph_us, rotation_sets
+from ..measure.verify import verify_group
 from ..spec.group import Group
 from ..spec.parse import load_spec
 from ..spec.variant import Launch, Variant
@@ -42,32 +33,27 @@ def emit(event: dict[str, Any]) -> None:
 
 
 class ConfigCaller:
-    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours). A variant's
-    takes the family's tensors (ARGS order), a launch group's its symbol's tensors (group_args order)."""
+    """Calls one compiled configuration of a tuning library by index (no checks: inputs are ours), with the symbol's
+    tensors in its order (render.group_args: a variant's are the family's, a launch group's q, k_cache, ...; a
+    variant is a launch group of one member)."""
 
     def __init__(self, artifact: Artifact) -> None:
         self.plan = artifact.launch_plan
         self.function = load_module(artifact.library)[f"{artifact.variant.name}_config"]
-        v = resolve(artifact.variant)
-        if isinstance(v, Group):
-            self.args = group_args(v)
-            self.pick = tuple
-        else:
-            self.args = checks.symbol_args(checks.table(v, layout_of(v), x_align(v, self.plan)))
-            self.pick = checks.symbol_picker(self.args)
+        self.args = group_args(artifact.variant)
 
-    def launch_config(self, config: int, pdl: bool, *args: Any) -> None:
-        *tensors, eps = args
-        self.function(*self.pick(tuple(tensors)), float(eps), int(config), bool(pdl))
+    def tensors(self, inputs: dict[str, Any]) -> tuple[Any, ...]:
+        """The symbol's tensors from inputs by name (group_inputs' packed qkv is not one of them)."""
+        return tuple(inputs.get(a) for a in self.args)
 
-    def call_args(self, inputs: dict[str, Any]) -> tuple[Any, ...]:
-        """launch_config's arguments after (config, pdl) from inputs (a variant's or a group's)."""
-        return launch_args(inputs) if self.pick is not tuple else (*(inputs.get(a) for a in self.args), 1e-6)
+    def launch_config(self, config: int, pdl: bool, tensors: tuple[Any, ...], eps: float) -> None:
+        self.function(*tensors, float(eps), int(config), bool(pdl))
 
 
 class GpuTimer:
     """Times one compiled configuration at a token count: graph replay, inputs rotated past the L2
-    from 4096 tokens on; verifies each configuration against the reference before its first timing."""
+    from 4096 tokens on; verifies each configuration against the reference before its first timing. One path for
+    a variant and a launch group (a variant is a launch group of one member)."""
 
     def __init__(self, v: Variant | Group, op: ConfigCaller, reps: int = 15) -> None:
         import torch
@@ -95,15 +81,10 @@ class GpuTimer:
             raise Failed("wrong", self.verified[key])
 
     def _reports(self, idx: int, launch: Launch, n: int, seed: int) -> list[Any]:
-        """Configuration idx against the reference at n tokens: one report, or one per member of a group."""
-        if isinstance(self.v, Group):
-            def run_group(eps: float, **tensors: Any) -> None:
-                self.op.launch_config(idx, launch.pdl, *(tensors.get(a) for a in self.op.args), eps)
-            return verify_group(self.v.with_launch(launch.instance), run_group, n, 4, "cuda", seed=seed)
-
-        def run(x: Any, w: Any, f: Any, p: Any, o: Any, c: Any, eps: float, bias: Any, scale: Any) -> None:
-            self.op.launch_config(idx, launch.pdl, x, w, bias, f, p, o, c, scale, eps)
-        return [verify(self.v.with_launch(launch.instance), run, n, 4, "cuda", seed=seed)]
+        """Configuration idx against the reference at n tokens: one report per member."""
+        def run(eps: float, **tensors: Any) -> None:
+            self.op.launch_config(idx, launch.pdl, self.op.tensors(tensors), eps)
+        return verify_group(self.v.with_launch(launch.instance), run, n, 4, "cuda", seed=seed)
 
     def _sets(self, n: int) -> list[dict[str, Any]]:
         if self.inputs is None or self.inputs[0] != n:
@@ -113,15 +94,15 @@ class GpuTimer:
             torch.cuda.empty_cache()
             workload = "decode" if n <= DECODE_UP_TO else "prefill"
             count = rotation_sets(estimated_bytes(self.v, n), n, self.l2)
-            make = group_workload_inputs if isinstance(self.v, Group) else workload_inputs
-            self.inputs = (n, [make(self.v, n, workload, seed=s) for s in range(count)])  # type: ignore[arg-type]
+            self.inputs = (n, [group_workload_inputs(self.v, n, workload, seed=s) for s in range(count)])
         return self.inputs[1]
 
     def __call__(self, launch: Launch, n: int) -> float:
         emit({"event": "start", "id": launch.id, "n": n})
         self._verify(launch)
         idx = self._index(launch)
-        calls = [lambda a=self.op.call_args(s): self.op.launch_config(idx, launch.pdl, *a) for s in self._sets(n)]
+        calls = [lambda a=self.op.tensors(s): self.op.launch_config(idx, launch.pdl, a, 1e-6)
+                 for s in self._sets(n)]
         try:
             us = rotated_graph_us(calls, self.reps)
         except Exception as exc:  # a launch error poisons the context: report it and let the parent restart us
@@ -146,8 +127,7 @@ def main(job_file: str) -> int:
     default = candidates[0]
     archs = tuple(job.archs) or tc.resolve_archs(None)  # a Ray task builds for the GPU of its node
     artifact = built_artifact(v, candidates, archs, Path(job.cache_dir) if job.cache_dir else None)
-    op = ConfigCaller(artifact)
-    timer = GpuTimer(v, op)
+    timer = GpuTimer(v, ConfigCaller(artifact))
 
     def timed(launch: Launch, n: int) -> float:
         try:
