@@ -15,6 +15,7 @@ from .measure.inputs import call_inputs, group_workload_inputs, member_inputs
 from .measure.timing import rotated_graph_us, rotation_sets
 from .runtime.op import Op
 from .spec.group import Group
+from .spec.pages import SLOT_SOURCES
 from .spec.variant import Variant
 
 DEFAULT_TOKENS = (1, 32, 128, 1024, 4096, 65536, 262144, 1048576)
@@ -79,7 +80,7 @@ def _index_bytes(variants: list[Variant], inputs: dict[str, Any], l2_bytes: int)
     """positions and out_loc read once per token by whichever of the variants read them (one launch shares
     them), and the freqs rows read where the table does not fit in L2."""
     total = 0
-    if any(v.slots == "out_loc" for v in variants):
+    if any(SLOT_SOURCES[v.slots].reads_out_loc for v in variants):
         total += inputs["out_loc"].numel() * inputs["out_loc"].element_size()
     rope_dim = max(v.rope_dim for v in variants)
     if rope_dim:

@@ -9,7 +9,6 @@ from rich.table import Table
 import kernelgen.cli.common as common  # err, _toolchain: see common's docstring
 
 from .. import knobs
-from ..spec.group import Group
 from .common import _fmt, _parse_ints, _selected, out
 
 
@@ -17,7 +16,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import json
 
     from .. import bench, resources
-    from ..runtime.group_op import load_group_kernel
     from ..runtime.op import load_variant
     from ..tune.runner import require_gpu
 
@@ -37,11 +35,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                      f"{bench.BYTES_NOTE}", markup=False)
     rows = []
     for v in variants:
-        op = load_group_kernel(v) if isinstance(v, Group) else load_variant(v)
+        op = load_variant(v)  # a variant or a launch group: one op, one bench path
         common.err.print(f"{v.name}: dispatch from {op.tuned_from}: {op.plan.describe()}", markup=False)
-        run = bench.bench_group if isinstance(v, Group) else bench.bench_variant
-        rows += run(op, tokens, args.workload, roofline, baselines,
-                    lambda s: common.err.print(s, markup=False))  # type: ignore[arg-type]
+        rows += bench.bench(op, tokens, args.workload, roofline, baselines, lambda s: common.err.print(s, markup=False))
     # The floor again after the variants, and beside every row: one measurement can catch the GPU between
     # clock states (a 1.0 us floor beside 0.72 us ones was seen on the H200, and 0.75 -> 0.93 us within one
     # run); the lowest is the run's floor, all are recorded (each row's in its floor_us).

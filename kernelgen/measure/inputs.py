@@ -9,6 +9,7 @@ from ..codegen.render import Member, members
 from ..layout.layout import layout_of
 from ..spec.formats import format_of
 from ..spec.group import Group
+from ..spec.pages import POOL_SHARES, SLOT_SOURCES
 from ..spec.ropes import ROPE_TABLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
@@ -52,7 +53,7 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     draw = torch.rand(num_tokens, generator=g)
     out_loc = torch.where(draw < 0.125, -1, out_loc)
     out_loc = torch.where((draw >= 0.125) & (draw < 0.15625), slots + torch.arange(num_tokens), out_loc)
-    if v.slots == "token":  # a dense output: row t is token t's (the symbol takes no out_loc)
+    if SLOT_SOURCES[v.slots].dense:  # a dense output: row t is token t's (the symbol takes no out_loc)
         num_pages, out_loc = num_tokens, token_slots(num_tokens, "cpu")
     if v.rope_dim:
         far = torch.rand(num_tokens, generator=g) < 0.03125
@@ -107,7 +108,7 @@ def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
     import torch
 
     inputs = make_inputs(v, num_tokens, 1, "cuda", seed=seed)
-    if v.slots == "out_loc":
+    if SLOT_SOURCES[v.slots].reads_out_loc:
         slots = inputs["kvcache"].shape[0] * v.page_size
         inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
     if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
@@ -143,7 +144,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
         out_loc = torch.randperm(num_pages * v.page_size, generator=g, device=device)[:num_tokens]
     else:
         raise ValueError(f"workload must be prefill or decode, got {workload!r}")
-    if v.slots == "token":
+    if SLOT_SOURCES[v.slots].dense:
         num_pages, out_loc = num_tokens, token_slots(num_tokens, device)
     cache = random_cache(v, num_pages, g, device)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
@@ -179,7 +180,7 @@ def _packed(ms: list[Member], per: list[dict[str, Any]], device: str) -> dict[st
     import torch
 
     shared = {arg: next((inp[arg] for inp in per if inp[arg] is not None), None) for arg in ("freqs", "positions")}
-    shared["out_loc"] = next((inp["out_loc"] for m, inp in zip(ms, per) if m.variant.slots == "out_loc"), None)
+    shared["out_loc"] = next((inp["out_loc"] for m, inp in zip(ms, per) if SLOT_SOURCES[m.variant.slots].reads_out_loc), None)
     out: dict[str, Any] = {"qkv": torch.cat([inp["x"] for inp in per], dim=1)}
     for m, inp in zip(ms, per):
         used = used_args(m.variant)
@@ -190,7 +191,7 @@ def _packed(ms: list[Member], per: list[dict[str, Any]], device: str) -> dict[st
             if arg in used:
                 out[arg] = shared[arg]
     out = {k: (t.to(device) if t is not None else None) for k, t in out.items()}
-    joint = [m.names["kvcache"] for m in ms if m.variant.kv_pool == "joint"]
+    joint = [m.names["kvcache"] for m in ms if POOL_SHARES[m.variant.kv_pool].joint]
     if len(joint) == 2 and out[joint[0]].shape == out[joint[1]].shape:  # K and V: the two halves of one pool
         pool = torch.stack([out[joint[0]], out[joint[1]]], dim=1)
         out[joint[0]], out[joint[1]] = pool[:, 0], pool[:, 1]
@@ -214,6 +215,6 @@ def member_inputs(k: Variant | Group, role: str, inputs: dict[str, Any]) -> dict
     variant's one member has the role ""."""
     m = next(m for m in members(k) if m.role == role)
     out = {arg: inputs.get(m.names[arg]) for arg in ("x", "weight", "bias", "freqs", "positions", "kvcache", "scale")}
-    token = m.variant.slots == "token"  # a dense output: token t to row t
+    token = SLOT_SOURCES[m.variant.slots].dense  # a dense output: token t to row t
     out["out_loc"] = token_slots(out["x"].shape[0], out["x"].device) if token else inputs["out_loc"]
     return out

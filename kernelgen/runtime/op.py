@@ -20,6 +20,7 @@ from ..errors import LayoutMismatch
 from ..layout.layout import Layout
 from ..layout.pages import Pages, pages_of, pool_halves
 from ..spec.group import Group
+from ..spec.pages import POOL_SHARES, SLOT_SOURCES
 from ..spec.variant import Variant
 from ..tune import lookup
 from ..tune.gpu import GpuInfo
@@ -65,7 +66,7 @@ class InputChecker:
         self.checks = tuple(c for _, block in self.blocks for c in block)
         self.inputs = {m.role: m.input for m in self.members}  # each block's x: its member's input
         # the page size of each member that writes at out_loc's slots (a variant's one; a group's K and V caches)
-        self.slot_page_sizes = tuple(m.variant.page_size for m in self.members if m.variant.slots == "out_loc")
+        self.slot_page_sizes = tuple(m.variant.page_size for m in self.members if SLOT_SOURCES[m.variant.slots].reads_out_loc)
 
     def fail(self, what: str) -> LayoutMismatch:
         return LayoutMismatch(f"{self.prefix}: {what}")
@@ -193,9 +194,9 @@ class Op:
         self.function = module[self.variant.name]
         self.config_function = module[f"{self.variant.name}_config"]
         self.debug = knobs.debug()  # read once: the call path reads no environment
-        self.joint = [m.role for m in self.members if m.variant.kv_pool == "joint"] == ["k", "v"]
+        self.joint = [m.role for m in self.members if POOL_SHARES[m.variant.kv_pool].joint] == ["k", "v"]
         # the members that write at out_loc's slots: their outputs' names (debug mode's duplicate-slot check)
-        self.slotted = tuple(m.names["kvcache"] for m in self.members if m.variant.slots == "out_loc")
+        self.slotted = tuple(m.names["kvcache"] for m in self.members if SLOT_SOURCES[m.variant.slots].reads_out_loc)
         self._conventions(self.members)
 
     def _conventions(self, ms: list[Member]) -> None:
