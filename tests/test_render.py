@@ -103,6 +103,9 @@ def test_one_per_layout_keeps_each_layout_once() -> None:
     assert dropped == len(variants) - len(kept)
     bad, good = replace(variants[0], name="bad", page_size=3), variants[0]
     assert one_per_layout([bad, good])[0] == [bad, good]  # a forbidden variant never hides a valid one
+    g = load_spec("attention_prep").group("llama3_8b_bf16")
+    twin, other = replace(g, name="same_content"), load_spec("attention_prep").group("llama3_8b_fp8")
+    assert one_per_layout([g, twin, other]) == ([g, other], 1), "a group is checked once per content and launch"
 
 
 def test_a_cuda_home_without_nvcc_is_refused_not_silently_replaced(tmp_path) -> None:

@@ -243,11 +243,18 @@ class CheckResult:
 def one_per_layout(variants: list[Variant]) -> tuple[list[Variant], int]:
     """Variants that differ only in name and page_size compile to the same code up to constants,
     unless page_size changes the store alignment; keep the first of each such group. Forbidden
-    variants are always kept (they cost no compile). Returns (kept, dropped count)."""
+    variants are always kept (they cost no compile). A launch group is kept once per distinct content and
+    launch. Returns (kept, dropped count)."""
     seen: set[tuple[Variant, int]] = set()
+    groups_seen: set[tuple[str, object]] = set()
     kept = []
     for v in variants:
-        if isinstance(v, Group) or violations(v):
+        if isinstance(v, Group):  # a group compiles once per distinct content and launch (its name aside)
+            if (v.content_key(), v.launch) not in groups_seen:
+                groups_seen.add((v.content_key(), v.launch))
+                kept.append(v)
+            continue
+        if violations(v):
             kept.append(v)
             continue
         key = (replace(v, name="", page_size=0), layout_of(v).store_align)

@@ -73,8 +73,9 @@ _LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
           lambda v: layout_of(v).store_align >= 4,
           "kStoreAlign >= 4",
           "every stored field must start on a 4-byte boundary (whole-word stores): with fp4_e2m1, head_dim/2 + "
-          "head_dim/32 bytes per token x page_size must be a multiple of 4; use an even page_size or a head_dim "
-          "that is a multiple of 128", axes=('page_size', 'head_dim', 'store')),
+          "head_dim/32 bytes per token x page_size must be a multiple of 4 (use an even page_size or a head_dim "
+          "that is a multiple of 128); with nvfp4, each token's head_dim/16 scale bytes must be whole words (use a "
+          "head_dim that is a multiple of 64)", axes=('page_size', 'head_dim', 'store')),
     Guard("vec_width", lambda v: v.launch.vec in (2, 4, 8) and v.launch.vec * v.elem_bytes <= 16,
           "(kVec == 2 || kVec == 4 || kVec == 8) && kVec * kInBytes <= 16",
           "launch.vec must be 2, 4 or 8 with vec x input bytes at most 16 (one 16-byte load)", launch=True),

@@ -24,12 +24,26 @@ MODEL_DEFAULTS: dict[str, object] = {
     "kv_pool": "separate",  # or "joint": K and V are the halves of one pool [num_pages, 2, page_size, ...]
 }
 MODEL_KEYS = ("name", *MODEL_DEFAULTS, "launch")
+_REQUIRED = {"num_q_heads": "num_q_heads: 32", "num_kv_heads": "num_kv_heads: 8", "head_dim": "head_dim: 128"}
+# what a key left out means, where its default is not a value of its own
+_DERIVED = {"v_head_dim": "head_dim", "rotary_dim": "head_dim: full rotary", "k_store": "kv_store",
+            "v_store": "kv_store"}
 _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
                "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
                "norm_order": "norm_order",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
                "page_size": "page_size", "kv_layout": "kv_layout", "input_dtype": "input_dtype",
                "weight_dtype": "weight_dtype", "kv_pool": "kv_pool"}
+
+
+def _null_message(model: str, key: str) -> str:
+    """A model key given as null: it never stands for the default (leaving the key out does)."""
+    if key in _REQUIRED:
+        return (f"model {quote(model)}: {key} is null (nothing after the colon); it is required: give the model "
+                f"config's value, e.g. {_REQUIRED[key]}")
+    default = MODEL_DEFAULTS[key] if MODEL_DEFAULTS[key] is not None else _DERIVED[key]
+    return (f"model {quote(model)}: {key} is null (nothing after the colon); give {key} a value, or leave the key "
+            f"out for its default ({default})")
 
 
 def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Variant], tuple[Group, ...]]:
@@ -41,11 +55,19 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
             if key not in table:
                 raise _fail(src, path, f"model {quote(name)} needs {key}: (e.g. num_q_heads: 32, num_kv_heads: 8, "
                                        "head_dim: 128, as in the model's config)")
-        m = {**MODEL_DEFAULTS, **{k: v for k, v in table.items() if k not in ("name", "launch")}}
-        for key, value in m.items():
-            if value is None or (key == "q_store" and value == "none"):
-                continue
-            m[key] = _axis_value(src, path + (key,), _MODEL_AXIS[key], value, key)
+        given = {k: v for k, v in table.items() if k not in ("name", "launch")}
+        for key, value in given.items():  # every key given is checked, a null too: it never means the default
+            if value is None:
+                raise _fail(src, path + (key,), _null_message(name, key))
+            if not (key == "q_store" and value == "none"):
+                given[key] = _axis_value(src, path + (key,), _MODEL_AXIS[key], value, key)
+        m = {**MODEL_DEFAULTS, **given}
+        if m["num_q_heads"] % m["num_kv_heads"]:
+            raise _fail(src, path + ("num_q_heads",),
+                        f"model {quote(name)}: num_q_heads {m['num_q_heads']} is not a multiple of num_kv_heads "
+                        f"{m['num_kv_heads']}: grouped-query attention shares each KV head among num_q_heads / "
+                        "num_kv_heads query heads, in every engine; check the model's config (num_attention_heads, "
+                        "num_key_value_heads)")
         where = {key: str(src.at(path + (key,))) for key in table if key != "name"}
         head_dim = m["head_dim"]
         rotary = head_dim if m["rotary_dim"] is None else m["rotary_dim"]

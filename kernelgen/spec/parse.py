@@ -157,6 +157,9 @@ def axis_example(axis: str) -> str:
 
 def parse_spec(text: str, file: str) -> Spec:
     src = load_yaml(text, file)
+    if src.data is None:  # nothing but blanks and comments
+        raise SpecError(f"{file}:1:1: the spec file is empty: a spec needs family: {FAMILY}, a name and its variants "
+                        "(a 'matrix:', 'variants:' or 'models:' list); specs/example.yaml shows every key")
     top = _mapping(src, (), src.data, "a spec")
     _check_keys(src, (), top, TOP_KEYS, "top-level")
     family = top.get("family")
@@ -188,6 +191,7 @@ def parse_spec(text: str, file: str) -> Spec:
     _check_symbols(src, variants, top)
     groups = _groups(src, top, variants, spec_name) + model_groups
     _check_group_names(groups, variants)
+    _check_kernel_symbols(variants, groups)
     return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top), groups)
 
 
@@ -214,6 +218,10 @@ def _groups(src: Located, top: dict[str, Any], variants: list[Variant], spec_nam
             if role not in table:
                 continue
             member = table[role]
+            if not isinstance(member, str):
+                raise _fail(src, path + (role,), f"group member {role} must be the name of one of this spec's "
+                                                 f"variants, got {_kind(member)}; a group has one member per role "
+                                                 f"({', '.join(ROLES)})")
             if member not in by_name:
                 hint = _did_you_mean(str(member), list(by_name))
                 raise _fail(src, path + (role,), f"group member {role}: no variant named {quote(member)} in this "
@@ -249,13 +257,25 @@ def _check_symbols(src: Located, variants: list[Variant], top: dict[str, Any]) -
 
 
 def _check_count(src: Located, top: dict[str, Any], matrix_size: int) -> None:
-    """Matrix plus listed variants stay within MAX_VARIANTS; counted before any variant is made."""
-    listed = top.get("variants")
-    count = matrix_size + (len(listed) if isinstance(listed, list) else 0)
+    """Matrix, listed variants, models (three variants and a group each) and groups stay within MAX_VARIANTS
+    kernels; counted before any variant is made."""
+    def length(section: str) -> int:
+        entries = top.get(section)
+        return len(entries) if isinstance(entries, list) else 0
+
+    listed, models, groups = length("variants"), length("models"), length("groups")
+    count = matrix_size + listed + 4 * models + groups
     if count > MAX_VARIANTS:
-        where = ("variants",) if listed else ("matrix",)
-        raise _fail(src, where, f"spec defines {count} variants ({matrix_size} from the matrix), over the limit of "
-                                f"{MAX_VARIANTS} (MAX_VARIANTS); split it into several specs")
+        if not models and not groups:  # variants alone: said as it always was
+            raise _fail(src, ("variants",) if listed else ("matrix",), f"spec defines {count} variants ({matrix_size} from the matrix), over the limit "
+                                    f"of {MAX_VARIANTS} (MAX_VARIANTS); split it into several specs")
+        where = max((("models",), 4 * models), (("groups",), groups), (("variants",), listed),
+                    (("matrix",), matrix_size), key=lambda w: w[1])[0]
+        parts = ", ".join(f"{n} {what}" for n, what in ((matrix_size, "from the matrix"), (listed, "listed"),
+                                                         (4 * models, f"from {models} models"), (groups, "groups"))
+                          if n)
+        raise _fail(src, where, f"spec defines {count} kernels ({parts}), over the limit of {MAX_VARIANTS} "
+                                "(MAX_VARIANTS); split it into several specs")
 
 
 def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -319,6 +339,19 @@ def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_na
         out.append(_make(src, spec_name, table["name"], _layer(defaults, _axes(src, path, table)), path,
                          path + ("name",), {**(default_origins or {}), **_origins(src, path, table)}))
     return out
+
+
+def _check_kernel_symbols(variants: list[Variant], groups: tuple[Group, ...]) -> None:
+    """Every exported symbol is unique: no variant's or group's name is a name generated for another kernel (x_config
+    is kernel x's config symbol), whether the kernels come from the matrix, a list, a model or a group."""
+    kernels: list[Any] = [*variants, *groups]
+    origin = {k.name: k.origin for k in kernels}
+    for k in kernels:
+        base, what = _generated_by(k.name) or ("", "")
+        if base in origin:
+            kind = "group" if isinstance(k, Group) else "variant"
+            raise SpecError(f"{k.origin}: {kind} name {quote(k.name)} clashes with {k.name}, {what} for "
+                            f"{quote(base)} ({origin[base]}); rename the {kind} (or the model it comes from)")
 
 
 def _check_unique(src: Located, variants: list[Variant]) -> None:

@@ -261,8 +261,8 @@ def load_yaml(text: str, file: str) -> Located:
         raise _yaml_error(exc, text, file) from None
     except RecursionError:  # cannot happen below MAX_DEPTH; kept so a deep file never shows a traceback
         raise SpecError(f"{file}:1:1: nesting too deep (over {MAX_DEPTH} levels, MAX_DEPTH); flatten the spec") from None
-    if node is None:
-        return Located({}, file, {(): Where(file, 1, 1)}, {})
+    if node is None:  # no document: the text is empty, blank or only comments
+        return Located(None, file, {(): Where(file, 1, 1)}, {})
     builder = _Builder(file)
     try:
         data = builder.build(node, ())
