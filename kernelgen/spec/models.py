@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .group import Group
+from .names import MAX_NAME_LENGTH
 from .settings import _axis_value, _entries, _fail, _launch, _make
 from .variant import Launch, Variant
 from .yamlsrc import Located, quote
@@ -39,10 +40,10 @@ _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "hea
 def _null_message(model: str, key: str) -> str:
     """A model key given as null: it never stands for the default (leaving the key out does)."""
     if key in _REQUIRED:
-        return (f"model {quote(model)}: {key} is null (nothing after the colon); it is required: give the model "
+        return (f"model {quote(model)}: {key} is null (~, null or nothing after the colon); it is required: give the model "
                 f"config's value, e.g. {_REQUIRED[key]}")
     default = MODEL_DEFAULTS[key] if MODEL_DEFAULTS[key] is not None else _DERIVED[key]
-    return (f"model {quote(model)}: {key} is null (nothing after the colon); give {key} a value, or leave the key "
+    return (f"model {quote(model)}: {key} is null (~, null or nothing after the colon); give {key} a value, or leave the key "
             f"out for its default ({default})")
 
 
@@ -51,6 +52,11 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
     groups = []
     for path, table, name in _entries(src, top, "models", MODEL_KEYS, "model",
                                       "each with a name, num_q_heads, num_kv_heads and head_dim"):
+        if len(name) + len("_q") > MAX_NAME_LENGTH:
+            raise _fail(src, path + ("name",), f"model name {quote(name)} is {len(name)} characters: its variants "
+                                               f"add _q, _k and _v, and a variant name may have at most "
+                                               f"{MAX_NAME_LENGTH} (MAX_NAME_LENGTH); use at most "
+                                               f"{MAX_NAME_LENGTH - 2}")
         for key in ("num_q_heads", "num_kv_heads", "head_dim"):
             if key not in table:
                 raise _fail(src, path, f"model {quote(name)} needs {key}: (e.g. num_q_heads: 32, num_kv_heads: 8, "

@@ -186,7 +186,8 @@ def parse_spec(text: str, file: str) -> Spec:
     model_variants, model_groups = _models(src, top, spec_name)
     variants += model_variants
     if not variants:
-        raise _fail(src, (), "spec defines no variants: add a 'matrix:', a 'variants:' or a 'models:' list")
+        empty = next((s for s in ("models", "variants", "matrix") if s in top), None)
+        raise _fail(src, (empty,) if empty else (), "spec defines no variants: add a 'matrix:', a 'variants:' or a 'models:' list")
     _check_unique(src, variants)
     _check_symbols(src, variants, top)
     groups = _groups(src, top, variants, spec_name) + model_groups
