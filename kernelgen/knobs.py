@@ -42,6 +42,8 @@ SWEEP = Knob("KERNELGEN_SWEEP", "set to 1 to run the GPU tests' every-configurat
              "`-m sweep`): each candidate launch of each checked variant and group, not the fast tier's sample")
 BENCH = Knob("KERNELGEN_BENCH", "set to 1 to run the test suite's benchmarks (marker bench, tests/benchmarks/): they "
              "print wall-clock times and are skipped otherwise")
+FUZZ_EXAMPLES = Knob("KERNELGEN_FUZZ_EXAMPLES", "how many generated cases each property test of the suite tries "
+                     "(default: each test's own count; raise it for a longer hunt)")
 CUOBJDUMP = Knob("KERNELGEN_CUOBJDUMP", "the cuobjdump that reads SASS for the build tests and tools/sass_count.py "
                  "(default: the one on PATH; e.g. the copy in Triton's wheel where CUDA ships none)")
 
@@ -146,6 +148,17 @@ def jobs() -> int | None:
         return None
     if not value.isdigit() or int(value) < 1:
         raise KernelgenError(f"{JOBS.name}={value!r} is not a positive integer; unset it or set e.g. {JOBS.name}=8")
+    return int(value)
+
+
+def fuzz_examples(default: int) -> int:
+    """KERNELGEN_FUZZ_EXAMPLES as a positive count, else `default` (the test's own)."""
+    value = FUZZ_EXAMPLES.get()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise KernelgenError(f"{FUZZ_EXAMPLES.name}={value!r} is not a positive integer; unset it or set e.g. "
+                             f"{FUZZ_EXAMPLES.name}=2000")
     return int(value)
 
 

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import note as hypothesis_note
 from hypothesis import strategies as st
 
+from kernelgen import knobs
 from kernelgen import resources
 from kernelgen.codegen.guards import group_precheck, precheck
 from kernelgen.codegen.render import render_variant
@@ -337,13 +338,13 @@ FUZZ = settings(deadline=timedelta(seconds=2), database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
-@settings(FUZZ, max_examples=400)
+@settings(FUZZ, max_examples=knobs.fuzz_examples(400))
 @given(mutated_specs())
 def test_fuzz_mutated_model_and_group_specs(text: str) -> None:
     check_contract(text)
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=knobs.fuzz_examples(200))
 @given(group_specs())
 def test_fuzz_group_members_and_name_clashes(text: str) -> None:
     check_contract(text)
@@ -374,7 +375,7 @@ def assert_null_means_absent(model: dict[str, Any], key: str, require_valid_base
         same_meaning(out, base)
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=knobs.fuzz_examples(200))
 @given(models_with_a_default_key())
 def test_fuzz_a_null_model_key_means_what_leaving_it_out_means(case: tuple[dict[str, Any], str]) -> None:
     assert_null_means_absent(*case, require_valid_base=False)

@@ -9,7 +9,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from kernelgen.tune import records
 
 pytestmark = pytest.mark.pure
 
-EXAMPLES = int(os.environ.get("KERNELGEN_FUZZ_EXAMPLES", "80"))
+EXAMPLES = knobs.fuzz_examples(80)
 INDEXER = load_spec("dsv4_indexer")
 VARIANTS = [INDEXER.variant(n) for n in ("dsv4_indexer_fp8_p64", "dsv4_indexer_bf16_p64", "dsv4_indexer_fp4_p64")]
 NEW = INDEXER.variant("dsv4_indexer_fp8_p16")  # what the write after the corruption tunes

@@ -8,7 +8,6 @@ tests/benchmarks/test_bench_spec_parse.py (KERNELGEN_BENCH=1).
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from datetime import timedelta
@@ -19,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelgen import resources
+from kernelgen import knobs, resources
 from kernelgen.cli import main
 from kernelgen.errors import SpecError
 from kernelgen.spec.parse import MAX_NAME_LENGTH, MAX_VARIANTS, Spec, load_spec, parse_spec
@@ -28,7 +27,7 @@ from kernelgen.spec.yamlsrc import MAX_ALIASES, MAX_DEPTH, MAX_NODES, MAX_SPEC_B
 
 pytestmark = pytest.mark.pure
 
-FUZZ_EXAMPLES = int(os.environ.get("KERNELGEN_FUZZ_EXAMPLES", "500"))
+FUZZ_EXAMPLES = knobs.fuzz_examples(500)
 ONE_LINE = re.compile(r"^[^:\n]+:\d+:\d+: ")
 BASE = f"family: {FAMILY}\nname: t\n"
 
