@@ -106,3 +106,26 @@ def test_a_header_refactor_keeps_every_key_and_a_kernel_edit_changes_only_its_ke
     [after] = device_code(targets[:1], toolchain, ("sm_90a",), jobs=2, include_dir=touched)
     assert after["sm_90a"][default.id] == as_shipped[0]["sm_90a"][default.id]
     assert after["sm_90a"][prefetch.id] != as_shipped[0]["sm_90a"][prefetch.id]
+
+
+@pytest.mark.build
+def test_the_release_check_says_which_records_hold_which_are_stale_and_which_are_missing(tmp_path: Path) -> None:
+    """kernelgen tune --verify: a record whose chosen instance builds to the key it timed holds; one whose key
+    differs is stale (naming the instance); a kernel without a record for that GPU model is missing."""
+    from kernelgen.tune import records
+    from kernelgen.tune.gpu import GpuInfo
+    from kernelgen.tune.verify import verify
+
+    h200 = GpuInfo("NVIDIA H200", "9.0", 132, 140, 4800)
+    fresh, changed = V, load_spec("dsv4_indexer").variant("dsv4_indexer_bf16_p16")
+    missing = load_spec("dsv4_indexer").variant("dsv4_indexer_bf16_p1")
+    [code] = device_code([(fresh, default_plan(fresh))], tc.detect(), ("sm_90a",), jobs=2)
+    launch = resolve(fresh).launch.id
+    for v, key in ((fresh, code["sm_90a"][launch]), (changed, "timed-other-code")):
+        lid = resolve(v).launch.id
+        records.write(tmp_path, records.Record(v.name, v.content_key(), {lid: key}, h200, (1,), {lid: {1: 1.0}}, {},
+                                               ((1, lid),)))
+    verdicts = {v.kernel: v for v in verify([fresh, changed, missing], tc.detect(), [tmp_path], jobs=2)}
+    assert [verdicts[k.name].status for k in (fresh, changed, missing)] == ["holds", "stale", "missing"]
+    assert resolve(changed).launch.id in verdicts[changed.name].detail and "sm_90a" in verdicts[changed.name].detail
+    assert {v.gpu for v in verdicts.values()} == {h200.slug}

@@ -189,10 +189,9 @@ def parse_spec(text: str, file: str) -> Spec:
         empty = next((s for s in ("models", "variants", "matrix") if s in top), None)
         raise _fail(src, (empty,) if empty else (), "spec defines no variants: add a 'matrix:', a 'variants:' or a 'models:' list")
     _check_unique(src, variants)
-    _check_symbols(src, variants, top)
     groups = _groups(src, top, variants, spec_name) + model_groups
     _check_group_names(groups, variants)
-    _check_kernel_symbols(variants, groups)
+    _check_symbols(src, variants, groups, top)
     return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top), groups)
 
 
@@ -244,17 +243,22 @@ def _description(src: Located, top: dict[str, Any]) -> str:
     return text
 
 
-def _check_symbols(src: Located, variants: list[Variant], top: dict[str, Any]) -> None:
-    """No variant's name is a name generated for another (x_config is variant x's config symbol): one library
-    or process holding both would see two definitions of it. Blame the longer name, at its `name:`."""
-    where = {v.name: str(src.at(("matrix",))) for v in variants}
+def _check_symbols(src: Located, variants: list[Variant], groups: tuple[Group, ...], top: dict[str, Any]) -> None:
+    """Every exported symbol is unique: no variant's or group's name is a name generated for another kernel (x_config
+    is kernel x's config symbol: one library or process holding both would see two definitions of it), whether
+    the kernels come from the matrix, a list, a model or a group. Blame the longer name, at its `name:` where it
+    has one (a listed variant), else where the kernel is defined."""
+    kernels: list[Any] = [*variants, *groups]
+    where = {k.name: k.origin for k in kernels}
     listed = top.get("variants", [])
     where |= {item["name"]: str(src.at(("variants", i, "name"))) for i, item in enumerate(listed)}
-    for v in variants:
-        base, what = _generated_by(v.name) or ("", "")
+    kind = {k.name: "group" if isinstance(k, Group) else "variant" for k in kernels}
+    for k in kernels:
+        base, what = _generated_by(k.name) or ("", "")
         if base in where:
-            raise SpecError(f"{where[v.name]}: variant name {quote(v.name)} clashes with {v.name}, {what} for variant "
-                            f"{quote(base)} ({where[base]}); rename the variant")
+            fix = "rename the group (or the model it comes from)" if kind[k.name] == "group" else "rename the variant"
+            raise SpecError(f"{where[k.name]}: {kind[k.name]} name {quote(k.name)} clashes with {k.name}, {what} for "
+                            f"{kind[base]} {quote(base)} ({where[base]}); {fix}")
 
 
 def _check_count(src: Located, top: dict[str, Any], matrix_size: int) -> None:
@@ -340,19 +344,6 @@ def _listed(src: Located, top: dict[str, Any], defaults: dict[str, Any], spec_na
         out.append(_make(src, spec_name, table["name"], _layer(defaults, _axes(src, path, table)), path,
                          path + ("name",), {**(default_origins or {}), **_origins(src, path, table)}))
     return out
-
-
-def _check_kernel_symbols(variants: list[Variant], groups: tuple[Group, ...]) -> None:
-    """Every exported symbol is unique: no variant's or group's name is a name generated for another kernel (x_config
-    is kernel x's config symbol), whether the kernels come from the matrix, a list, a model or a group."""
-    kernels: list[Any] = [*variants, *groups]
-    origin = {k.name: k.origin for k in kernels}
-    for k in kernels:
-        base, what = _generated_by(k.name) or ("", "")
-        if base in origin:
-            kind = "group" if isinstance(k, Group) else "variant"
-            raise SpecError(f"{k.origin}: {kind} name {quote(k.name)} clashes with {k.name}, {what} for "
-                            f"{quote(base)} ({origin[base]}); rename the {kind} (or the model it comes from)")
 
 
 def _check_unique(src: Located, variants: list[Variant]) -> None:

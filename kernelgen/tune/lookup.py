@@ -102,14 +102,14 @@ def build_tuned(variants: Sequence[Variant | Group], gpus: Sequence[GpuInfo], to
     return list(zip(built, found))
 
 
-def record_gpus(capability: str, directories: Sequence[Path] | None = None) -> list[GpuInfo]:
-    """The GPU models with a readable record file for this compute capability (e.g. '9.0'), in lookup
-    order: what an export for that arch passes to `tuned`."""
+def record_gpus(capability: str | None, directories: Sequence[Path] | None = None) -> list[GpuInfo]:
+    """The GPU models with a readable record file for this compute capability (e.g. '9.0'; None: any), each once,
+    in lookup order: what an export for that arch passes to `tuned`, and what the release check verifies."""
     out: list[GpuInfo] = []
     for directory in directories if directories is not None else records.search_dirs():
         for path in records.record_files(directory):
             found = records.read(path)
             gpu = found.gpu if found is not None else None
-            if gpu is not None and gpu.capability == capability and not any(g.matches(gpu) for g in out):
+            if gpu is not None and capability in (None, gpu.capability) and not any(g.matches(gpu) for g in out):
                 out.append(gpu)
     return out

@@ -15,7 +15,6 @@ from ..build.toolchain import Toolchain
 from ..spec.group import Group
 from ..spec.variant import Variant
 from . import lookup, records
-from .gpu import GpuInfo
 
 Status = Literal["holds", "stale", "missing"]
 
@@ -28,23 +27,12 @@ class Verdict:
     detail: str  # the stale instances, the record file, or what is missing
 
 
-def record_models(directories: Sequence[Path]) -> list[GpuInfo]:
-    """Every GPU model with a readable record file in directories (each model once, in lookup order)."""
-    out: list[GpuInfo] = []
-    for directory in directories:
-        for path in records.record_files(directory):
-            found = records.read(path)
-            if found is not None and found.gpu is not None and not any(g.matches(found.gpu) for g in out):
-                out.append(found.gpu)
-    return out
-
-
 def verify(kernels: Sequence[Variant | Group], toolchain: Toolchain, directories: Sequence[Path] | None = None,
            jobs: int | None = None, progress: Progress | None = None) -> list[Verdict]:
     """A verdict per (kernel, GPU model with records), in that order."""
     where = list(directories) if directories is not None else records.search_dirs()
     verdicts: list[Verdict] = []
-    for gpu in record_models(where):
+    for gpu in lookup.record_gpus(None, where):
         arch = records.arch_of(gpu)
         found = [lookup.tuned(k, [gpu], where) for k in kernels]
         held = [(k, f) for k, f in zip(kernels, found) if f.record is not None]
