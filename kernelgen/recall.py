@@ -109,7 +109,9 @@ def study_variants(stores: Sequence[str], spec: str = DEFAULT_SPEC,
             have = sorted({v.store for v in variants})
             raise SpecError(f"--stores: spec {spec} has no {want} variant; it has {', '.join(have)} (or use {FP32})")
         out[store] = match[0]
-    maths = {replace(v, name="", store="bf16", page_size=1, spec_name="", origin="") for v in out.values()}
+    # the roundings through bf16 belong to the store (what its writer quantizes), not to the keys' math
+    maths = {replace(v, name="", store="bf16", page_size=1, spec_name="", origin="", round_through_bf16=False,
+                     round_norm_bf16=False) for v in out.values()}
     if len(maths) > 1:
         raise SpecError(f"--stores: the {spec} variants of {', '.join(stores)} differ in more than the store")
     return out

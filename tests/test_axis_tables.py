@@ -121,3 +121,20 @@ def test_page_geometry_is_read_from_its_tables(monkeypatch: pytest.MonkeyPatch) 
     assert third.page_stride == 3 * third.page_bytes and third.joint
     assert "one third of a K/V/extra pool" in third.describe()
     assert short_name("slots", "token") == "dense" and short_name("kv_pool", "joint") == "joint"
+
+
+def test_the_device_encoder_and_global_scale_enums_are_the_format_tables() -> None:
+    from kernelgen.spec import formats
+
+    assert _device_enum("Encoder") == list(formats.ENCODER_ORDER)
+    assert set(formats.ENCODERS.values()) == set(formats.ENCODER_ORDER)
+    assert _device_enum("GlobalScale") == ["kNone", "kTimes", "kTimesReciprocal", "kDivide"]
+    assert set(formats.GLOBAL_OPS.values()) == set(_device_enum("GlobalScale"))
+    # every part rule of every format has an encoder (its first part's) and the codec and oracle know it
+    from kernelgen.layout.codec import RULES
+    from kernelgen.measure.oracle import _CHECKERS
+
+    for fmt in formats.FORMATS.values():
+        assert fmt.parts[0].rule in formats.ENCODERS, fmt.name
+        for part in fmt.parts:
+            assert part.rule in RULES and part.rule in _CHECKERS, (fmt.name, part.rule)

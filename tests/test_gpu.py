@@ -262,7 +262,9 @@ def test_dispatch_runs_the_routed_configuration(session_cache: Path) -> None:
 TUNER_VARIANTS = [next(s for s in SHIPPED if s.name == name) for name in (
     "dsv4_indexer_fp8_p64", "dsv4_indexer_fp4_p1", "dsv4_mainkv_fp8mla_p64", "dsv32_indexer_bf16_p64",
     "dsv4_mainkv_nvfp4_p64", "vllm_dsv32_indexer_fp8vllm_p64", "vllm_dsv32_indexer_fp8vllmue8m0_p64", "example_nvfp4",
-    "example_nvfp4_d64_neox", "qwen3_8b_k_bf16_p16", "gptoss_k_bf16_p16", "llama3_8b_k_fp8_p16")]
+    "example_nvfp4_d64_neox", "qwen3_8b_k_bf16_p16", "gptoss_k_bf16_p16", "llama3_8b_k_fp8_p16",
+    "dsv4_mainkv_v41_p64", "dsv4_mainkv_v41_new_p64", "dsv4_mainkv_v41_fp4_p64", "dsv4_mainkv_v41_fp4_new_p64",
+    "dsv4_mainkv_uniform_fp8_p64", "deepseek_v3_kv_bf16_p64", "deepseek_v3_kv_fp8_p64", "deepseek_v3_kv_fp8dsmla_p64")]
 
 HALVES = [
     Variant("halves_neox_full", head_dim=128, rope_dim=128, rope_place="head", rope_style="neox", rope_table="halves",

@@ -48,6 +48,16 @@ VIOLATIONS: dict[str, Variant] = {
     "nvfp4_dsv4_shape": Variant("g_nvfp4_dsv4_shape", head_dim=256, store="nvfp4_dsv4"),
     "nvfp4_dsv4_no_hadamard": Variant("g_nvfp4_dsv4_no_hadamard", head_dim=512, store="nvfp4_dsv4", hadamard=True),
     "nvfp4_group_span": Variant("g_nvfp4_group_span", store="nvfp4", launch=Launch(2, 0, 4)),
+    "norm_nope_needs_tail_rope": Variant("g_norm_nope_needs_tail_rope", norm_dims="nope", rope_place="head"),
+    "norm_nope_needs_rms": Variant("g_norm_nope_needs_rms", norm="layer", norm_dims="nope"),
+    "fp8dsmla_shape": Variant("g_fp8dsmla_shape", head_dim=512, store="fp8_ds_mla"),
+    "fp8v41_shape": Variant("g_fp8v41_shape", head_dim=256, store="fp8_v41"),
+    "fp8v41i_shape": Variant("g_fp8v41i_shape", head_dim=1024, store="fp8_v41_interleaved"),
+    "fp4v41_shape": Variant("g_fp4v41_shape", head_dim=128, store="fp4_v41"),
+    "fp4v41i_shape": Variant("g_fp4v41i_shape", head_dim=256, store="fp4_v41_interleaved"),
+    "fp8v41_group_span": Variant("g_fp8v41_group_span", head_dim=512, store="fp8_v41", launch=Launch(8, 0, 2)),
+    "fp8v41i_group_span": Variant("g_fp8v41i_group_span", head_dim=512, store="fp8_v41_interleaved",
+                                  launch=Launch(8, 0, 2)),
 }
 
 

@@ -54,7 +54,8 @@ def test_reference_passes_oracle(name: str) -> None:
     codes = sum(f.checked for f in code_fields)
     assert sum(f.near for f in code_fields) <= codes // 500
     assert report.wide <= codes // 5000 + 2
-    assert report.window < 1e-3
+    # round_norm_bf16: where a row's float32 window straddles a bf16 boundary it spans that bf16 step (2^-8)
+    assert report.window < (1e-2 if SHIPPED[name].round_norm_bf16 else 1e-3)
 
 
 @pytest.mark.parametrize("name", ["dsv32_indexer_bf16_p64", "dsv4_indexer_bf16_p64", "dsv4_mainkv_bf16_p64",

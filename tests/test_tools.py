@@ -253,3 +253,40 @@ def test_evidence_digest_is_sha256sum_of_the_tracked_code_and_the_stamp_says_dir
     assert (copied["commit"], copied["dirty"]) == ("abc1234", None)
     assert copied["digest"] == hashlib.sha256(lines.encode()).hexdigest()[:16]
     assert copied["digest_of"] == "files on disk (no git checkout)"
+
+
+def test_peer_sglang_page_bytes_are_kernelgens_layouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang's page rule (kv_layout.cuh, as the peer tool transcribes it) and kernelgen's layout of the variant
+    that writes each layout agree for every page size."""
+    from dataclasses import replace
+
+    from kernelgen.layout.layout import layout_of
+    from kernelgen.spec.parse import load_spec
+
+    peer = _tool(monkeypatch, "peer_sglang")
+    sbs = _tool(monkeypatch, "side_by_side_sglang")
+    spec = load_spec("dsv4_mainkv")
+    assert set(sbs.MAINKV) == set(peer.TOKEN_BYTES)
+    for layout, name in sbs.MAINKV.items():
+        for page_size in (1, 2, 16, 64, 256):
+            v = replace(spec.variant(name), page_size=page_size)
+            assert layout_of(v).page_bytes == peer.page_bytes(layout, page_size), (layout, page_size)
+
+
+def test_side_by_side_compares_fields_by_code_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from kernelgen.layout.layout import layout_of
+    from kernelgen.spec.parse import load_spec
+
+    sbs = _tool(monkeypatch, "side_by_side_sglang")
+    lay = layout_of(load_spec("dsv4_mainkv").variant("dsv4_mainkv_v41_p64"))
+    ours = torch.zeros(2, lay.page_bytes, dtype=torch.uint8)
+    theirs = ours.clone()
+    theirs[0, 5] = 1  # values[slot 0, dim 5]: code 0 -> 1, one step
+    theirs[1, 7] = 0x81  # values[slot 64, dim 7]: code 0 -> -1 (sign-magnitude), one step
+    theirs[0, lay.field("scales").offset(3) + 2] = 3  # a scale byte of slot 3: 0 -> 3, three steps
+    got = sbs.compare(lay, ours, theirs, torch.tensor([0, 64, 3]))
+    assert got["bytes_differ"] == 3
+    assert got["values"] == {"values": 3 * 512, "differ": 2, "max_steps": 1, "rows_differ": 2}
+    assert got["scales"] == {"values": 3 * 16, "differ": 1, "max_steps": 3, "rows_differ": 1}

@@ -127,9 +127,9 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
     if SLOT_SOURCES[v.slots].reads_out_loc:
         checks += _tensor("out_loc", INDEX_DTYPES, ("N",), n=n)
     if NORMS[v.norm].weight:
-        checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
+        checks += _tensor("weight", (TORCH_DTYPES[v.weight_dtype],), (v.norm_width,), PARAM_ALIGN, n=n)
     if v.norm_bias:
-        checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.head_dim,), PARAM_ALIGN, n=n)
+        checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.norm_width,), PARAM_ALIGN, n=n)
     if v.rope_dim:
         checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
         checks += _tensor("positions", INDEX_DTYPES, ("N",), n=n)
@@ -151,8 +151,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
                              "op.layout.allocate(num_pages) makes the pool)", value=2 * page)
     if format_of(v).global_scale:
         cache += _tensor("scale", ("float32",), (1,), 4, n=n,
-                         message=f"{n('scale')} must be float32 [1], the global scale g of {v.store} "
-                                 "(codes are of v * g)")
+                         message=f"{n('scale')} must be float32 [1], {format_of(v).scale_words} of {v.store}")
     # last, so a CPU caller (a test, a dry run) first hears about shapes, dtypes and layouts
     device = [Check(n("x"), "cuda", f"{n('x')} must be on a CUDA device")]
     return tuple(checks + cache + device)

@@ -61,6 +61,14 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
           "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),
+    Guard("norm_nope_needs_tail_rope", lambda v: v.norm_dims == "all" or (v.rope_dim > 0 and v.rope_place == "tail"),
+          "!kNormNope || (kRopeDim > 0 && kRopeBegin + kRopeDim == kHeadDim)",
+          "norm_dims: nope spans the dims before the roped block: it needs rope_dim > 0 and rope_place: tail "
+          "(MLA's [kv_c | k_pe] row)", axes=('norm_dims', 'rope_dim', 'rope_place')),
+    Guard("norm_nope_needs_rms", lambda v: v.norm_dims == "all" or (NORMS[v.norm].weight and not NORMS[v.norm].centered),
+          "!kNormNope || kNorm == kernelgen::Norm::kRms || kNorm == kernelgen::Norm::kRmsGemma",
+          "norm_dims: nope is an RMSNorm over the latent dims (MLA's kv_a_layernorm): use norm rms or rms_gemma",
+          axes=('norm_dims', 'norm')),
     Guard("norm_bias_needs_layer", lambda v: not v.norm_bias or NORMS[v.norm].takes_bias,
           "!kNormBias || kNorm == kernelgen::Norm::kLayer",
           "norm_bias applies to LayerNorm only; set norm: layer or drop norm_bias", axes=('norm_bias', 'norm')),

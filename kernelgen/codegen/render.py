@@ -15,7 +15,7 @@ import jinja2
 from .. import resources
 from .._version import __version__
 from ..layout.layout import Layout, layout_of
-from ..spec.formats import format_of
+from ..spec.formats import device_constants, format_of
 from ..spec.launchparams import COMPILED
 from ..spec.norms import NORMS
 from ..spec.pages import SLOT_SOURCES
@@ -75,6 +75,8 @@ def summary(v: Variant) -> str:
     if v.hadamard:
         parts.append(f"Hadamard-{v.head_dim}")
     parts.append(f"store {v.store}" + (" (via bf16)" if v.round_through_bf16 else ""))
+    if v.round_norm_bf16:
+        parts.insert(2 if NORMS[v.norm].title else 1, "bf16")
     return " -> ".join(parts)
 
 
@@ -104,10 +106,14 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "norm_enum": NORMS[v.norm].enum,
         "norm_bias": _cpp_bool(v.norm_bias),
         "rope_first": _cpp_bool(v.norm_order == "rope_then_norm"),
+        "norm_nope": _cpp_bool(v.norm_dims == "nope"),
+        "norm_width": v.norm_width,
         "hadamard": _cpp_bool(v.hadamard),
         "hadamard_scale": f32_literal(v.hadamard_scale if v.hadamard else 1.0),
         "store_enum": format_of(v).enum,
+        **{k: _cpp_value(x) for k, x in device_constants(format_of(v), v).items()},
         "round_through_bf16": _cpp_bool(v.round_through_bf16),
+        "round_norm_bf16": _cpp_bool(v.round_norm_bf16),
         "page_size": v.page_size,
         "token_slots": _cpp_bool(SLOT_SOURCES[v.slots].dense),
         "hnd": _cpp_bool(layout.hnd),

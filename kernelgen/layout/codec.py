@@ -5,7 +5,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..spec.formats import E2M1_MAX, E4M3_MAX, FORMATS, QMAX, Part
+from ..spec.formats import E2M1_MAX, E4M3_MAX, E4M3_MIN_SCALE, FORMATS, QMAX, SCALE_FLOOR_EXP, Part
 from .layout import Layout
 
 if TYPE_CHECKING:
@@ -82,12 +82,14 @@ def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], 2 * packed.shape[1])
 
 
-def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float) -> torch.Tensor:
-    """Per-group power-of-two exponent: ceil(log2(max(amax, 1e-4) / qmax)), shape [N, D/group]."""
+def _group_scale_exponent(y: torch.Tensor, group: int, qmax: float, floor_on_scale: bool = False) -> torch.Tensor:
+    """Per-group power-of-two exponent: ceil(log2(max(amax, 1e-4) / qmax)), shape [N, D/group]; floor_on_scale
+    (V4.1): ceil(log2(max(amax / qmax, 1e-4))), which is the same exponent floored at -13."""
     import torch
 
     amax = y.abs().reshape(y.shape[0], -1, group).amax(dim=-1)
-    return ceil_log2(torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(qmax, y))
+    e = ceil_log2(torch.maximum(amax, _f32(AMAX_FLOOR, y)) / _f32(qmax, y))
+    return e.clamp_min(SCALE_FLOOR_EXP) if floor_on_scale else e
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
@@ -120,7 +122,7 @@ def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False,
         y = bf16_round(y)
     g = _global_scale(layout, global_scale)
     if g is not None:
-        y = y * g
+        y = y / g if FORMATS[layout.store].scale_divides else y * g
     fields = _encode_finite(layout, torch.nan_to_num(y, nan=0.0, posinf=0.0, neginf=0.0))
     bad = ~torch.isfinite(y).all(dim=-1, keepdim=True)  # a select, not a branch: no host sync, one graph
     for f in layout.fields:
@@ -198,6 +200,24 @@ def _encode_e4m3_pow2_scale(part: Part, y: torch.Tensor) -> dict[str, torch.Tens
     return {part.field: e4m3_encode(y / scale), part.scale_field: _bytes(scale)}
 
 
+def _encode_e4m3_pow2_tiles(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """vLLM's fp8_ds_mla: a float32 scale exp2f(ceilf(log2f(max(RN(amax / 448), 1e-4)))) per group (the expression
+    vLLM evaluates, a power of two), codes of y / scale (exact)."""
+    import torch
+
+    amax = y.abs().reshape(y.shape[0], -1, part.group).amax(dim=-1)
+    scale = torch.exp2(torch.ceil(torch.log2(torch.maximum(amax / _f32(E4M3_MAX, y), _f32(AMAX_FLOOR, y)))))
+    codes = e4m3_encode(y / scale.repeat_interleave(part.group, dim=-1))
+    return {part.field: codes, part.scale_field: _bytes(scale)}
+
+
+def _decode_e4m3_fp32_tiles(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    scale = fields[part.scale_field].contiguous().view(torch.float32).repeat_interleave(part.group, dim=-1)
+    return e4m3_decode(fields[part.field]) * scale
+
+
 def _encode_e4m3_plain(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """Codes of y itself (a per-tensor scale already applied), saturating at 448."""
     return {part.field: e4m3_encode(y)}
@@ -207,7 +227,7 @@ def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """UE8M0 exponent per group, then codes of y / 2^e (exact: a power of two)."""
     import torch
 
-    e = _group_scale_exponent(y, part.group, QMAX[part.encoding])
+    e = _group_scale_exponent(y, part.group, QMAX[part.encoding], part.scale == "ue8m0_scale_floor")
     q = y / pow2(e).repeat_interleave(part.group, dim=-1)
     if part.encoding == "e4m3":
         codes = e4m3_encode(q)
@@ -241,6 +261,16 @@ def _encode_e4m3_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part.field: nibbles[:, 0::2] | (nibbles[:, 1::2] << 4), part.scale_field: scale_codes}
 
 
+def _encode_e4m3_groups_divided(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """DeepSeek-V4.1's fp4 record: an e4m3 scale RN(clamp(RN(amax / 6), 2^-9, 448)) per group (never 0), codes of
+    RN(y / scale) rounded to nearest even (a float32 divide, as SGLang's writer)."""
+    amax = y.abs().reshape(y.shape[0], -1, part.group).amax(dim=-1)
+    scale_codes = e4m3_encode((amax / _f32(E2M1_MAX, y)).clamp(E4M3_MIN_SCALE, E4M3_MAX))
+    scale = e4m3_decode(scale_codes).repeat_interleave(part.group, dim=-1)
+    nibbles = e2m1_encode_rne(y / scale)
+    return {part.field: nibbles[:, 0::2] | (nibbles[:, 1::2] << 4), part.scale_field: scale_codes}
+
+
 
 
 def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor,
@@ -252,7 +282,7 @@ def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor,
     y = _decode_values(layout, fields)
     g = _global_scale(layout, global_scale)
     if g is not None:
-        y = y / g.to(y.device)
+        y = y * g.to(y.device) if FORMATS[layout.store].scale_divides else y / g.to(y.device)
     return torch.where(valid.to(y.device)[:, None], y, torch.full_like(y, float("nan")))
 
 
@@ -308,7 +338,10 @@ RULES: dict[tuple[str, str], Rule] = {
     ("e4m3", "fp32"): Rule(_encode_e4m3_token_scale, _decode_e4m3_token_scale),
     ("e4m3", "fp32_divided"): Rule(_encode_e4m3_divided, _decode_e4m3_token_scale),
     ("e4m3", "fp32_pow2"): Rule(_encode_e4m3_pow2_scale, _decode_e4m3_token_scale),
+    ("e4m3", "fp32_pow2_floor"): Rule(_encode_e4m3_pow2_tiles, _decode_e4m3_fp32_tiles),
     ("e4m3", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
+    ("e4m3", "ue8m0_scale_floor"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e2m1x2", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e2m1x2", "e4m3"): Rule(_encode_e4m3_groups, _decode_e4m3_groups),
+    ("e2m1x2", "e4m3_divided"): Rule(_encode_e4m3_groups_divided, _decode_e4m3_groups),
 }

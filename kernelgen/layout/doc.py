@@ -81,6 +81,35 @@ the scale's UE8M0 byte four times instead of the fp32 scale; it is not a kernelg
 the same (64 B of e2m1 pairs, low nibble first, then 4 UE8M0 bytes per token): vLLM rounds ties at
 0.75, 1.75 and 3.5 up where `fp4_e2m1` (the DeepSeek serving layout) rounds them down, and floors
 amax at 6 x 2^-126 instead of 1e-4. It would be a format of its own, not a duplicate.
+
+**`fp8_v41`, `fp4_v41` and their `_interleaved` arrangements: DeepSeek-V4.1's main-KV records** as SGLang
+0.5.23 writes them (its wheel: `sglang/kernels/ops/attention/dsv4/kv_layout.py` lines 18-112, mirrored by
+`sglang/kernels/jit/include/sgl_kernel/deepseek_v4/kv_layout.cuh` lines 18-151; the fused writer
+`sglang/kernels/jit/csrc/deepseek_v4/main_norm_rope.cuh` `fused_k_norm_rope_flashmla_v41`, lines 464-560).
+Every one of the 512 dims is quantized, the 64 roped ones too. `fp8_v41` (V41, 528 B/token): 512 e4m3
+codes, then 16 UE8M0 bytes, one per 32 dims; the scale is 2^e with e = ceil(log2(max(amax / 448, 1e-4))),
+computed from amax's bits and floored at the byte 114 = 2^-13 (`kv_layout.cuh` lines 183-187: the floor
+is on the scale, where `fp8_flashmla` floors amax); codes = e4m3_rn_sat(v x 2^-e), exact (line 197).
+`fp4_v41` (V41_FP4, 288 B/token): 256 B of e2m1 pairs (even dim in the low nibble), then 32 e4m3 scales,
+one per 16 dims: s = e4m3_rn(clamp(amax / 6, 2^-9, 448)) with a true divide, never 0 (line 220); codes =
+`cvt.rn.satfinite.e2m1x2` of v / s, a true divide (lines 229-232): nearest even, saturating at 6, and a
+negative value that rounds to zero keeps its sign (code 8). Page arrangements (`kv_layout.cuh` lines
+94-122, `kv_layout.py` lines 103-112): V41 and V41_FP4 put a page's data rows first (512 or 256 B each),
+then its scale rows (16 or 32 B each), the page padded up to a multiple of the data row (the reader's
+TMA row stride); V41_NEW and V41_FP4_NEW (`fp8_v41_interleaved`, `fp4_v41_interleaved`) store each
+token's scales right after its data, 528 or 288 B apart, unpadded. At page_size 64 both arrangements
+of a record take the same page bytes (33792 and 18432), so a pool of one cannot be told from the other
+by its shape; V4 (`fp8_flashmla`, 37440 B) and V4.1 pages always differ, and the page-size check
+refuses one for the other. The row quantized is SGLang's (`main_norm_rope.cuh` lines 534-556, "round
+the normed values, rotate the RoPE tail, round again"): RMSNorm in float32, rounded to bf16, the
+interleaved RoPE pairs of dims 448..511 rotated in float32 and rounded to bf16 again; the kernelgen
+variants say so with `round_norm_bf16: true` and `round_through_bf16: true`. TRT-LLM's UNIFORM_FP8 (512
+e4m3 codes of v times a fixed external scale, `kv_layout.cuh` lines 84-92 and 248-253) is `fp8_scaled`
+at head_dim 512 with s = 1. Differences from SGLang's writer: SGLang's norm factor is `rsqrtf` (an
+approximation) where kernelgen's is the correctly rounded 1 / sqrt, and its RoPE contracts each pair
+into one fused multiply-add (line 291) where kernelgen rounds the products; both change a float32 value
+by an ulp, which moves its bf16 rounding rarely (the H200 side by side counts them); SGLang does not
+define NaN or inf rows.
 """
 
 FORMAT_ROWS = "\n".join(f"| `{f.name}` | {f.per_token_doc} | {f.page_doc} |" for f in FORMATS.values())

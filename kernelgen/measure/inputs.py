@@ -43,8 +43,8 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
     x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g) * 3 + 0.5).to(dtype)
-    weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g)).to(wdtype)
-    bias = (0.1 * torch.randn(v.head_dim, generator=g)).to(wdtype)
+    weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g)).to(wdtype)
+    bias = (0.1 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
     positions = torch.randint(0, max_pos, (num_tokens,), generator=g)
     num_pages = max(num_pages, -(-num_tokens * 3 // (2 * v.page_size)) + 1)  # room to spare: unwritten slots
@@ -100,7 +100,8 @@ def global_scale(v: Variant, g: torch.Generator) -> torch.Tensor | None:
         return None
     scale = (torch.rand(1, generator=g) * 63.5 + 0.5).float()
     # a dequantization scale (k_scale) in (1/64, 2]: rows of up to ~15 then reach 448 and saturate
-    return (1.0 / scale.double()).float() if format_of(v).scale_reciprocal else scale
+    dequant = format_of(v).scale_reciprocal or format_of(v).scale_divides  # a dequantization scale s: codes of v / s
+    return (1.0 / scale.double()).float() if dequant else scale
 
 
 def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
@@ -130,8 +131,8 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
     x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
-    weight = (1 + 0.25 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
-    bias = (0.1 * torch.randn(v.head_dim, generator=g, device=device)).to(wdtype)
+    weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
+    bias = (0.1 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
     if workload == "prefill":
         idx = torch.arange(num_tokens, device=device)

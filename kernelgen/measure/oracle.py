@@ -26,6 +26,8 @@ SAFETY = 2.0  # margin on the first-order bound: dropped O((dU)^2) terms and flo
 AMAX_FLOOR = 1e-4
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
+E4M3_MIN_SCALE = 2.0 ** -9  # the least e4m3 subnormal, the floor of V4.1's fp4 scales
+SCALE_FLOOR_EXP = math.ceil(math.log2(1e-4))  # -13: V4.1's UE8M0 scales are at least 1e-4, so at least 2^-13
 QMAX = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}  # by element encoding
 
 
@@ -180,6 +182,21 @@ def _inv_rel(var: torch.Tensor, var_err: torch.Tensor, eps: float) -> torch.Tens
 
 
 def _norm(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> Rows:
+    """The norm over the dims it spans (norm_dims); the others go on as they were."""
+    import torch
+
+    if v.norm_dims == "all" or not NORMS[v.norm].weight:
+        return _norm_rows(v, rows, w, b, eps)
+    span, rest = slice(0, v.norm_width), slice(v.norm_width, None)  # the roped block is at the tail (a guard)
+    part = _norm_rows(v, Rows(rows.value[:, span], rows.local[:, span], tuple((c[:, span], r) for c, r in rows.common)),
+                      w, b, eps)
+    zeros = torch.zeros_like(rows.value[:, rest])
+    return Rows(torch.cat([part.value, rows.value[:, rest]], 1),
+                torch.cat([part.local, rows.bound()[:, rest] / SAFETY], 1),
+                tuple((torch.cat([c, zeros], 1), r) for c, r in part.common))
+
+
+def _norm_rows(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None, eps: float) -> Rows:
     """The norm of rows whose float32 evaluation already errs by up to rows' bound (0 for the inputs themselves;
     the rotated rows with norm_order: rope_then_norm): first order, an input error e_i moves the mean square by
     2/d sum |x_i| e_i (into 1/sqrt's bound) and the output by e_i * inv * |w_i|."""
@@ -292,13 +309,26 @@ def oracle_rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs:
     rows = Rows(x64, torch.zeros_like(x64))
     rope_first = v.norm_order == "rope_then_norm"
     if not rope_first:
-        rows = _norm(v, rows, f64(weight), f64(bias), eps)
+        rows = _round_bf16_if(v.round_norm_bf16, _norm(v, rows, f64(weight), f64(bias), eps))
     if v.rope_dim:
         assert freqs is not None and positions is not None
         rows = _rope(v, rows, freqs.to(torch.float64), positions)
     if rope_first:
-        rows = _norm(v, rows, f64(weight), f64(bias), eps)
+        rows = _round_bf16_if(v.round_norm_bf16, _norm(v, rows, f64(weight), f64(bias), eps))
     return _hadamard(v, rows)
+
+
+def _round_bf16_if(rounded: bool, rows: Rows) -> Rows:
+    """round_norm_bf16: the float32 row rounded to bf16. Rounding is monotone, so the window [value -+ bound] maps
+    onto [bf16(lo), bf16(hi)] and the exact value onto bf16(value): the rows go on from bf16(value), their bound the
+    larger distance to either end."""
+    import torch
+
+    if not rounded:
+        return rows
+    width = rows.bound()
+    mid, lo, hi = (round_to(t, BF16) for t in (rows.value, rows.value - width, rows.value + width))
+    return Rows(mid, torch.maximum(hi - mid, mid - lo) / SAFETY)
 
 
 # ---- checking stored fields ----
@@ -427,12 +457,15 @@ def _check_fp8_e4m3(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> 
 
 
 def _check_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Tensor, scales: torch.Tensor, group: int,
-                      g: Grid, qmax: float) -> list[FieldCheck]:
-    """UE8M0 exponent = ceil(log2(max(amax, 1e-4) / qmax)), then codes of y / 2^e on grid g."""
+                      g: Grid, qmax: float, min_exp: int | None = None) -> list[FieldCheck]:
+    """UE8M0 exponent = ceil(log2(max(amax, 1e-4) / qmax)) (at least min_exp where given), then codes of y / 2^e
+    on grid g."""
     import torch
 
     t = _scale_span(_group_amax(values, group), qmax)
     want = _Span(ceil_log2(t.mid), ceil_log2(t.lo), ceil_log2(t.hi))
+    if min_exp is not None:
+        want = want.map(lambda e: e.clamp_min(min_exp))
     got = scales.to(torch.int64)[:, :want.mid.shape[1]] - 127
     ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
     scale_check = _count(scale_name, ok, (got - want.mid).abs())
@@ -473,7 +506,7 @@ def _check_pow2_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
     grid = E4M3 if part.encoding == "e4m3" else E2M1
     group = min(part.group, values.mid.shape[1])
     return _check_pow2_group(part.field, part.scale_field, values, codes, raw[part.scale_field], group, grid,
-                             QMAX[part.encoding]), 0.0
+                             QMAX[part.encoding], SCALE_FLOOR_EXP if part.scale == "ue8m0_scale_floor" else None), 0.0
 
 
 def _check_e4m3_pow2_scale(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
@@ -517,6 +550,52 @@ def _check_e4m3_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) 
     return [codes, scale_check], 0.0
 
 
+def _check_e4m3_pow2_tiles(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """vLLM's fp8_ds_mla: a float32 scale 2^ceil(log2(max(amax / 448, 1e-4))) per group, codes of y / scale (exact).
+    vLLM evaluates it as exp2f(ceilf(log2f(.))), and log2f errs by ulps: a quotient a few ulps above a power of two
+    may keep that power."""
+    import torch
+
+    amax = _group_amax(values, part.group)
+    slack = SAFETY * U  # amax / 448, one divide
+    lo, mid, hi = ((t / E4M3_MAX).clamp_min(AMAX_FLOOR) for t in (amax.lo * (1 - slack), amax.mid, amax.hi * (1 + slack)))
+    want = _Span(ceil_log2(mid), ceil_log2(lo * (1 - 8 * U)), ceil_log2(hi))
+    got = _decode_fp32(raw[part.scale_field])[:, :want.mid.shape[1]]
+    m, e = torch.frexp(got)
+    got_e = e.to(torch.int64) - 1
+    ok = (m == 0.5) & torch.isfinite(got) & (got_e >= want.lo) & (got_e <= want.hi)
+    scale_check = _count(part.scale_field, ok, (got_e - want.mid).abs())
+    step = _pow2(torch.where(ok, got_e, want.mid)).repeat_interleave(part.group, dim=-1)
+    codes = _verdict(part.field, _decode_e4m3(raw[part.field]), _Span(values.mid / step, values.lo / step,
+                                                                        values.hi / step), E4M3)
+    return [codes, scale_check], 0.0
+
+
+def _check_e4m3_groups_divided(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """DeepSeek-V4.1 fp4: e4m3 scale = RN(clamp(amax / 6, 2^-9, 448)) per group, then codes of y / scale on the
+    e2m1 grid (ties to even)."""
+    import torch
+
+    slack = SAFETY * U  # one float32 divide each: amax / 6, y / s
+    amax = _group_amax(values, part.group)
+
+    def clamp(t: torch.Tensor) -> torch.Tensor:
+        return t.clamp(E4M3_MIN_SCALE, E4M3_MAX)
+
+    want = _Span(clamp(amax.mid / E2M1_MAX), clamp(amax.lo / E2M1_MAX * (1 - slack)),
+                 clamp(amax.hi / E2M1_MAX * (1 + slack)))
+    got = _decode_e4m3(raw[part.scale_field])[:, :want.mid.shape[1]]
+    s, lo, hi, mid = (rank(t, E4M3) for t in (got, round_to(want.lo, E4M3), round_to(want.hi, E4M3),
+                                                round_to(want.mid, E4M3)))
+    ok = (s >= lo) & (s <= hi)
+    scale_check = _count(part.scale_field, ok, (s - mid).abs())
+    scale = torch.where(ok, got, round_to(want.mid, E4M3)).repeat_interleave(part.group, dim=-1)
+    q_lo, q_hi = values.lo / scale, values.hi / scale  # scale > 0 keeps the order
+    q = _Span(values.mid / scale, q_lo - slack * q_lo.abs(), q_hi + slack * q_hi.abs())
+    codes = _verdict(part.field, _decode_e2m1(raw[part.field]), q, E2M1_RNE)
+    return [codes, scale_check], 0.0
+
+
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
     ("fp16", "none"): _check_plain_fp16,
@@ -524,9 +603,12 @@ _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]]
     ("e4m3", "fp32"): _check_fp8_e4m3,
     ("e4m3", "fp32_divided"): _check_fp8_e4m3,  # the window's slack covers a divide as a multiply
     ("e4m3", "fp32_pow2"): _check_e4m3_pow2_scale,
+    ("e4m3", "fp32_pow2_floor"): _check_e4m3_pow2_tiles,
     ("e4m3", "ue8m0"): _check_pow2_groups,
+    ("e4m3", "ue8m0_scale_floor"): _check_pow2_groups,
     ("e2m1x2", "ue8m0"): _check_pow2_groups,
     ("e2m1x2", "e4m3"): _check_e4m3_groups,
+    ("e2m1x2", "e4m3_divided"): _check_e4m3_groups_divided,
 }
 
 
@@ -567,6 +649,7 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     if format_of(v).global_scale:  # the row times g: one more float32 product
         s = inputs["scale"].double().cpu()
         g = (1.0 / s).float().double() if format_of(v).scale_reciprocal else s  # g = RN(1 / s) for a k_scale
+        g = 1.0 / s if format_of(v).scale_divides else g  # RN(v / s): one rounding of v x (1 / s)
         values = _times(values, float(g))
     checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
     outside = 0 if poison is None else int(((cache != poison.cpu()) & ~written_mask(layout, cache, torch.where(

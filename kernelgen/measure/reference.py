@@ -5,6 +5,7 @@ a butterfly over lanes) and every step is a separately rounded float32 op, so th
 reproduces the kernel's values bit for bit; the bf16 store is checked for exact equality."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..codegen.launch import geometry, resolve
@@ -47,13 +48,22 @@ def _lane_sum(v: Variant, t: torch.Tensor) -> torch.Tensor:
 
 
 def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-          eps: float) -> torch.Tensor:
+          eps: float, width: int = 0) -> torch.Tensor:
     import torch
 
     kind = NORMS[v.norm]
     if not kind.weight:
         return y
-    d = torch.tensor(float(v.head_dim), dtype=torch.float32, device=y.device)
+    if v.norm_dims == "nope":  # the roped dims stay out: zeros in the kernel's sums, unscaled after
+        span = torch.zeros(v.head_dim, dtype=torch.bool, device=y.device)
+        span[:v.norm_width] = True
+        full = torch.zeros(v.head_dim, dtype=torch.float32, device=y.device)
+        pad = (lambda t: None if t is None else full.index_copy(0, torch.arange(v.norm_width, device=y.device),
+                                                                  t.to(torch.float32)))
+        normed = _norm(replace(v, norm_dims="all"), torch.where(span, y, torch.zeros_like(y)), pad(weight), pad(bias),
+                       eps, v.norm_width)
+        return torch.where(span, normed, y)
+    d = torch.tensor(float(width or v.head_dim), dtype=torch.float32, device=y.device)
     if kind.centered:
         y = y - _lane_sum(v, y) / d
     eps32 = torch.tensor(eps, dtype=torch.float32, device=y.device)
@@ -118,12 +128,14 @@ def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.
     rope_first = v.norm_order == "rope_then_norm"
     if not rope_first:
         y = _norm(v, y, weight, bias, eps)
+        y = codec.bf16_round(y) if v.round_norm_bf16 else y
     if v.rope_dim:
         assert freqs is not None and positions is not None
         safe = positions.long().clamp(0, freqs.shape[0] - 1)
         y = _rope(v, y, freqs, safe)
     if rope_first:
         y = _norm(v, y, weight, bias, eps)
+        y = codec.bf16_round(y) if v.round_norm_bf16 else y
     return _hadamard(v, y)
 
 

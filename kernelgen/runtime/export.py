@@ -53,8 +53,7 @@ def _notes(v: Variant) -> dict[str, str]:
     """_NOTES with the notes that depend on the variant: its RoPE table layout and what its scale is."""
     freqs = ("cos of pair j at column j, sin at rope_dim / 2 + j (a cos_sin_cache)" if v.rope_table == "halves"
              else "(cos, sin) of pair j at columns 2j, 2j+1")
-    scale = ("the dequantization scale s (k_scale / v_scale; codes of v * RN(1 / s))"
-             if format_of(v).scale_reciprocal else "the global scale g (codes of v * g)")
+    scale = format_of(v).scale_words
     return {**_NOTES, "freqs": freqs, "scale": f"{scale} on x's device, read by the kernel (a CUDA graph keeps it live)"}
 
 

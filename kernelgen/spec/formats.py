@@ -20,7 +20,8 @@ StoreKind = str
 
 Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
 ValueEncoding = Literal["bf16", "fp16", "e4m3", "e2m1x2"]
-ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "ue8m0", "e4m3"]
+ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "fp32_pow2_floor", "ue8m0", "ue8m0_scale_floor",
+                    "e4m3", "e4m3_divided"]
 
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -28,7 +29,13 @@ QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}
 VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "fp16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
 # How each scale kind is stored: the field's encoding and bytes per scale.
 SCALE_STORAGE: dict[str, tuple[str, int]] = {"fp32": ("fp32", 4), "fp32_divided": ("fp32", 4),
-                                             "fp32_pow2": ("fp32", 4), "ue8m0": ("ue8m0", 1), "e4m3": ("e4m3", 1)}
+                                             "fp32_pow2": ("fp32", 4), "fp32_pow2_floor": ("fp32", 4),
+                                             "ue8m0": ("ue8m0", 1),
+                                             "ue8m0_scale_floor": ("ue8m0", 1), "e4m3": ("e4m3", 1),
+                                             "e4m3_divided": ("e4m3", 1)}
+# ceil(log2(1e-4)): the least exponent of a "ue8m0_scale_floor" scale (2^-13 >= 1e-4 > 2^-14)
+SCALE_FLOOR_EXP = -13
+E4M3_MIN_SCALE = 2.0 ** -9  # the least e4m3 subnormal: an "e4m3_divided" scale is clamped to [2^-9, 448]
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,18 @@ class Part:
     scale "fp32_divided" (vLLM's indexer cache): the same scale, codes of y / scale (a correctly
     rounded divide); "fp32_pow2" (vLLM's ue8m0 option): that scale rounded up to a power of two as
     exp2f(ceilf(log2f(scale))), codes of y / scale (exact).
+    scale "fp32_pow2_floor" (vLLM's fp8_ds_mla tiles): one float32 scale per `group` dims,
+    exp2f(ceilf(log2f(max(RN(amax / qmax), 1e-4)))) as vLLM evaluates it (the floor on the scale), codes of y / scale
+    (exact).
     scale "ue8m0": one power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)) per `group` dims,
     stored as the byte e + 127, codes of y / 2^e.
+    scale "ue8m0_scale_floor" (SGLang's V4.1 records): the same, with the 1e-4 floor on the scale instead of
+    amax: 2^ceil(log2(max(amax / qmax, 1e-4))), i.e. an exponent of at least -13.
     scale "e4m3" (NVFP4): one e4m3 scale s = RN_sat(amax * RN(1/6)) per `group` dims, codes of
     y * RN(1 / s) (0 where s is 0) rounded to nearest even, saturating at 6.
+    scale "e4m3_divided" (SGLang's V4.1 fp4 record): s = RN_e4m3(clamp(RN(amax / 6), 2^-9, 448)) per `group`
+    dims (never 0), codes of RN(y / s) rounded to nearest even, saturating at 6 (a negative value that
+    rounds to zero keeps its sign: code 8).
     The rule of a part is (encoding, scale): the codec and the oracle implement each rule once."""
 
     field: str
@@ -120,9 +135,20 @@ class StoreFormat:
     # CUDA graph keeps it live): the row is multiplied by g (one float32 product per value) before its
     # parts are encoded, and decoding divides by g.
     global_scale: bool = False
+    # The row is divided by the scale passed (vLLM's scaled_convert: codes of RN(v / s)), and decoding multiplies.
+    scale_divides: bool = False
     # The scale passed is a dequantization scale s (vLLM's and FlashInfer's k_scale / v_scale): the row is
     # multiplied by g = RN(1 / s), and decoding multiplies by s (divides by g).
     scale_reciprocal: bool = False
+
+    @property
+    def scale_words(self) -> str:
+        """What the per-tensor scale passed with each call is, and how the codes use it."""
+        if self.scale_divides:
+            return "the dequantization scale s (k_scale; codes of RN(v / s))"
+        if self.scale_reciprocal:
+            return "the dequantization scale s (k_scale / v_scale; codes of v * RN(1 / s))"
+        return "the global scale g (codes of v * g)"
 
     @property
     def cpp_enum(self) -> str:
@@ -130,12 +156,51 @@ class StoreFormat:
 
     @property
     def quantized(self) -> bool:
-        return any(p.scale != "none" for p in self.parts)
+        """Some part is stored coarser than a 16-bit float (so rounding through bf16 first can change it)."""
+        return any(p.encoding not in ("bf16", "fp16") for p in self.parts)
+
+    @property
+    def grouped(self) -> Part | None:
+        """The part whose scale spans groups of dims (the device code's kScaleGroup), if any."""
+        return next((p for p in self.parts if p.group), None)
 
     @property
     def load_group(self) -> int:
         """Dims a scale group spans that one load step must hold (1: no grouped scale)."""
-        return max([p.group for p in self.parts if p.scale in ("ue8m0", "e4m3")], default=1)
+        return max([p.group for p in self.parts if p.group], default=1)
+
+
+# The device encoder of each part rule (params.cuh Encoder): a format's kernel runs the encoder of its first part's
+# rule (its other parts are bf16, placed by the encoder), so a format whose rules are known needs no device code.
+ENCODERS: dict[tuple[str, str], str] = {
+    ("bf16", "none"): "kHalf", ("fp16", "none"): "kHalf",
+    ("e4m3", "fp32"): "kE4m3Token", ("e4m3", "fp32_divided"): "kE4m3Token", ("e4m3", "fp32_pow2"): "kE4m3Token",
+    ("e2m1x2", "ue8m0"): "kE2m1Ue8m0",
+    ("e4m3", "ue8m0"): "kE4m3Groups", ("e4m3", "ue8m0_scale_floor"): "kE4m3Groups",
+    ("e4m3", "fp32_pow2_floor"): "kE4m3Groups",
+    ("e2m1x2", "e4m3"): "kE2m1E4m3", ("e2m1x2", "e4m3_divided"): "kE2m1E4m3",
+    ("e4m3", "none"): "kE4m3",
+}
+ENCODER_ORDER = ("kHalf", "kE4m3Token", "kE2m1Ue8m0", "kE4m3Groups", "kE2m1E4m3", "kE4m3")  # params.cuh's order
+NO_MIN_EXP = -127  # params.cuh kNoMinExp: the exponent of a UE8M0 scale is not floored
+
+
+def device_constants(fmt: StoreFormat, v: Variant) -> dict[str, object]:
+    """What the device encoder reads of the format: its encoder, the quantized dims (the first part's; the rest are
+    bf16), the dims per scale, the least UE8M0 exponent and whether codes divide by the scale."""
+    first = fmt.parts[0]
+    begin, end = part_dims(first, v)
+    return {"encoder": ENCODERS[first.rule], "quant_dims": end - begin, "scale_group": first.group or 1,
+            "scale_min_exp": SCALE_FLOOR_EXP if first.scale == "ue8m0_scale_floor" else NO_MIN_EXP,
+            "scale_divided": first.scale == "e4m3_divided",
+            "scale_fp32": first.scale != "none" and first.scale_encoding == "fp32",
+            "global_op": GLOBAL_OPS[(fmt.global_scale, fmt.scale_reciprocal, fmt.scale_divides)]}
+
+
+# How the kernel applies a format's per-tensor scale s to the row (params.cuh GlobalScale): not at all, times g = s,
+# times RN(1 / s) (a dequantization scale), or divided by s.
+GLOBAL_OPS: dict[tuple[bool, bool, bool], str] = {(False, False, False): "kNone", (True, False, False): "kTimes",
+                                                   (True, True, False): "kTimesReciprocal", (True, False, True): "kDivide"}
 
 
 def _not(fmt: str) -> str:
@@ -165,11 +230,68 @@ def dsv4_mainkv_guards(prefix: str, name: str, enum: str, group: int) -> tuple[G
     ) + span
 
 
+def dsv41_guards(prefix: str, name: str, enum: str, group: int) -> tuple[Guard, ...]:
+    """A V4.1 record holds 512 values; its group-span guard only where values_per_thread does not imply it."""
+    shape = Guard(f"{prefix}_shape", lambda v: v.store != name or v.head_dim == 512, f"{_not(enum)} || kHeadDim == 512",
+                  f"{name} is DeepSeek-V4.1's main-KV record of 512 values; use head_dim 512, or store fp8_e4m3 or "
+                  "bf16 for other shapes", axes=("store", "head_dim"))
+    return (shape,) + ((group_span_guard(f"{prefix}_group_span", name, enum, group),) if group > 16 else ())
+
+
+def dsv41_formats() -> tuple[StoreFormat, ...]:
+    """SGLang's DeepSeek-V4.1 main-KV records (kv_layout.py KVLayout V41, V41_FP4, V41_NEW, V41_FP4_NEW): every
+    one of the 512 dims quantized (the roped ones too), each in two arrangements of a page: all data rows, then
+    all scale rows, the page padded to a multiple of the data row (V41, V41_FP4); or each token's scales right
+    after its data, unpadded (the _NEW layouts). UNIFORM_FP8 is fp8_scaled (512 e4m3 codes, an external scale)."""
+    kinds = (("fp8_v41", "fp8v41", "kFp8V41", "v41", 528,
+              Part("values", "all", "e4m3", "e4m3 codes of dims {begin}..{last}", "ue8m0_scale_floor", V41_GROUP,
+                   "scales", "UE8M0 scales 2^ceil(log2(max(amax / 448, 1e-4))), one per {group} dims"),
+              f"e4m3 codes of the 512 dims (the roped ones too), then 16 UE8M0 scales, one per {V41_GROUP} dims"),
+             ("fp4_v41", "fp4v41", "kFp4V41", "v41_fp4", 288,
+              Part("values", "all", "e2m1x2", "e2m1 pairs of dims {begin}..{last} (low nibble = even dim)",
+                   "e4m3_divided", V41_FP4_GROUP, "scales", "e4m3 scales max(amax / 6, 2^-9), one per {group} dims"),
+              f"e2m1 pairs of the 512 dims (256 B, low nibble = even dim), then 32 e4m3 scales, one per "
+              f"{V41_FP4_GROUP} dims"))
+    out: list[StoreFormat] = []
+    for name, short, enum, sglang, record, part, what in kinds:
+        data = part.value_bytes(512)
+        split = Arrangement(f"{data}-B data rows, then {record - data}-B scale rows",
+                            (Region(("values",)), Region(("scales",))), page_multiple_of=0)
+        out.append(StoreFormat(name, short, enum, (part,), split,
+                               f"{record} B (SGLang's {sglang.upper()}): {what}; a page's data rows, then its scale rows",
+                               f"page_size x {record} rounded up to a multiple of {data}",
+                               dsv41_guards(short, name, enum, part.group),
+                               aliases=(sglang, f"dsv41_{sglang.removeprefix('v41').strip('_') or 'fp8'}")))
+        out.append(StoreFormat(f"{name}_interleaved", f"{short}i", f"{enum}Interleaved", (part,),
+                               Arrangement(f"{record}-B records", (Region(("values", "scales")),)),
+                               f"{record} B (SGLang's {sglang.upper()}_NEW): the {name} bytes, each token's scales "
+                               "right after its data", f"page_size x {record}, unpadded",
+                               dsv41_guards(f"{short}i", f"{name}_interleaved", f"{enum}Interleaved", part.group),
+                               aliases=(f"{sglang}_new", f"{sglang}_interleaved")))
+    return tuple(out)
+
+
 FP4_GROUP = 32  # dims per UE8M0 scale on the fp4 path
+V41_GROUP = 32  # dims per UE8M0 scale of the V4.1 fp8 record
+V41_FP4_GROUP = 16  # dims per e4m3 scale of the V4.1 fp4 record
+DS_MLA_GROUP = 128  # dims per fp32 scale of vLLM's fp8_ds_mla record
 NVFP4_GROUP = 16  # dims per e4m3 scale on the NVFP4 paths
 FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
 SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
 RECORD = Arrangement("one record per token", (Region(("values",)),))
+
+
+def ds_mla_guards() -> tuple[Guard, ...]:
+    """vLLM's fp8_ds_mla: the MLA shape (which with the launch table's guards leaves only launches whose load steps
+    tile a 128-dim scale group within one warp: the encoder asserts it), no Hadamard (implied: 576 is no power of 2)."""
+    name, enum = "fp8_ds_mla", "kFp8DsMla"
+    return (
+        Guard("fp8dsmla_shape", lambda v: v.store != name or (v.head_dim, v.rope_dim, v.rope_place) == (576, 64, "tail"),
+              f"{_not(enum)} || (kHeadDim == 576 && kRopeDim == 64 && kRopeBegin == 512)",
+              f"{name} is the MLA record of 512 latent dims and 64 roped dims at the tail; use head_dim 576, "
+              "rope_dim 64, rope_place tail", axes=("store", "head_dim", "rope_dim", "rope_place")),
+    )
+
 
 FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
     StoreFormat("bf16", "bf16", "kBf16",
@@ -239,13 +361,33 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "head_dim e4m3 codes of v * RN(1 / s), saturating at 448; s is the per-tensor scale passed with "
                 "each call (vLLM's and FlashInfer's k_scale / v_scale: v = code * s), no scale stored",
                 "page_size x head_dim",
-                aliases=("fp8_static", "fp8_per_tensor", "fp8_kv", "fp8_kvscale", "fp8_e4m3_scaled", "fp8_kv_scale"),
+                aliases=("fp8_static", "fp8_per_tensor", "fp8_kv", "fp8_kvscale", "fp8_e4m3_scaled", "fp8_kv_scale",
+                         "uniform_fp8"),
                 global_scale=True, scale_reciprocal=True),
     StoreFormat("fp16", "fp16", "kFp16",
                 (Part("values", "all", "fp16", "fp16 values"),),
                 RECORD,
                 "head_dim fp16 values (2 x head_dim B; a value past 65504 rounds to inf, as a cast does)",
                 "page_size x 2 x head_dim", aliases=("float16", "half", "f16")),
+    *dsv41_formats(),
+    StoreFormat("fp8_scaled_divided", "fp8sd", "kFp8ScaledDivided",
+                (Part("values", "all", "e4m3", "e4m3 codes of RN(v / s)"),),
+                RECORD,
+                "head_dim e4m3 codes of RN(v / s), saturating at 448; s is the per-tensor scale passed with each call "
+                "(vLLM's concat_and_cache_mla and reshape_and_cache_flash divide by k_scale: v = code * s), no scale "
+                "stored", "page_size x head_dim",
+                aliases=("fp8_divided", "vllm_fp8_kv", "fp8_vllm_kv", "concat_and_cache_mla", "fp8_mla"),
+                global_scale=True, scale_divides=True),
+    StoreFormat("fp8_ds_mla", "fp8dsmla", "kFp8DsMla",
+                (Part("nope", "nope", "e4m3", "e4m3 codes of dims {begin}..{last}", "fp32_pow2_floor", DS_MLA_GROUP,
+                      "scales", "fp32 scales 2^ceil(log2(max(amax / 448, 1e-4))), one per {group} nope dims"),
+                 Part("rope", "rope", "bf16", "bf16 roped dims {begin}..{last}")),
+                Arrangement("656-B records", (Region(("nope", "scales", "rope")),)),
+                "656 B (vLLM's FlashMLA-sparse fp8_ds_mla): e4m3 codes of the 512 latent dims, 4 fp32 scales (one per "
+                f"{DS_MLA_GROUP} dims, a power of two), then the 64 roped dims as bf16",
+                "page_size x 656",
+                guards=ds_mla_guards(),
+                aliases=("ds_mla", "fp8dsmla", "flashmla_sparse", "dsmla")),
 )}
 
 

@@ -19,11 +19,13 @@ RopeTable = str  # a name of spec/ropes.py ROPE_TABLES: (cos, sin) of pair j at 
 Slots = str  # a name of spec/pages.py SLOT_SOURCES: out_loc (a paged cache) or token (a dense output)
 KvLayout = str  # a name of spec/pages.py RECORD_ORDERS: [page_size, heads, record] (nhd) or [heads, page_size, record]
 NormOrder = Literal["norm_then_rope", "rope_then_norm"]  # rope_then_norm: the norm runs on the rotated row
+NormDims = Literal["all", "nope"]  # nope: the norm spans the dims outside the roped block (MLA's kv_a_layernorm)
 KvPool = str  # a name of spec/pages.py POOL_SHARES: a cache of its own, or one half (K or V) of [num_pages, 2, page]
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
-                    "nvfp4", "fp8_scaled", "fp16"]
+                    "nvfp4", "fp8_scaled", "fp16", "fp8_v41", "fp8_v41_interleaved", "fp4_v41",
+                    "fp4_v41_interleaved", "fp8_scaled_divided", "fp8_ds_mla"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -86,12 +88,18 @@ class Variant:
     norm: NormKind = "rms"
     norm_bias: bool = False
     norm_order: NormOrder = "norm_then_rope"
+    # "nope": the norm's statistics, weight and bias span only the dims outside the roped block (DeepSeek MLA's
+    # kv_a_layernorm over the 512 latent dims of [kv_c | k_pe]); the roped dims are rotated, never normed
+    norm_dims: NormDims = "all"
     hadamard: bool = False
     input_dtype: Dtype = "bf16"
     weight_dtype: WeightDtype = "fp32"
     store: StoreKind = "bf16"
     page_size: int = 64
     round_through_bf16: bool = False
+    # the normed row rounded to bf16 before RoPE (the unfused norm kernel's bf16 output, which SGLang's V4.1 writers
+    # rotate): with round_through_bf16, the row quantized is bf16(RoPE(bf16(norm(x))))
+    round_norm_bf16: bool = False
     slots: Slots = "out_loc"  # "token": token t's heads go to row t of a dense [N, heads * record] output (no out_loc)
     kv_layout: KvLayout = "nhd"  # with several heads: a page is [page_size, heads, record] or, "hnd", [heads, page_size, record]
     # "joint": the cache is one half of a joint K/V pool [num_pages, 2, page] (pool[:, 0] or pool[:, 1], FlashInfer's
@@ -110,6 +118,11 @@ class Variant:
     def hadamard_scale(self) -> float:
         """1/sqrt(head_dim) rounded to float32: the orthonormal Walsh-Hadamard factor."""
         return struct.unpack("f", struct.pack("f", 1.0 / math.sqrt(self.head_dim)))[0]
+
+    @property
+    def norm_width(self) -> int:
+        """Dims the norm spans (its weight's length): the row, or the dims outside the roped block."""
+        return self.head_dim - self.rope_dim if self.norm_dims == "nope" else self.head_dim
 
     @property
     def rope_begin(self) -> int:
@@ -151,12 +164,14 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "norm": (str, tuple(NORMS)),
     "norm_bias": (bool, None),
     "norm_order": (str, get_args(NormOrder)),
+    "norm_dims": (str, get_args(NormDims)),
     "hadamard": (bool, None),
     "input_dtype": (str, get_args(Dtype)),
     "weight_dtype": (str, get_args(WeightDtype)),
     "store": (str, get_args(StoreKind)),
     "page_size": (int, None),
     "round_through_bf16": (bool, None),
+    "round_norm_bf16": (bool, None),
     "slots": (str, tuple(SLOT_SOURCES)),
     "kv_layout": (str, tuple(RECORD_ORDERS)),
     "kv_pool": (str, tuple(POOL_SHARES)),
@@ -192,11 +207,14 @@ def short_name(axis: str, value: object) -> str:
         return RECORD_ORDERS[str(value)].short
     if axis == "kv_pool":
         return POOL_SHARES[str(value)].short
+    if axis == "norm_dims":
+        return "normnope" if value == "nope" else "normall"
     if axis == "norm_order":
         return "ropefirst" if value == "rope_then_norm" else "normfirst"
     if axis in ("input_dtype", "weight_dtype"):
         return f"{'in' if axis == 'input_dtype' else 'w'}{value}"
     if isinstance(value, bool):
-        tag = {"hadamard": "had", "norm_bias": "bias", "round_through_bf16": "bfround"}[axis]
+        tag = {"hadamard": "had", "norm_bias": "bias", "round_through_bf16": "bfround",
+               "round_norm_bf16": "normbf"}[axis]
         return tag if value else f"no{tag}"
     return str(value)

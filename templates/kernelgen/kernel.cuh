@@ -82,8 +82,8 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   r.token = threadIdx.x / G::kT;
   r.parity = parity;
   float global_scale = 1.f;
-  if constexpr (kGlobalScale<Cfg::kStore>) global_scale = __ldg(p.global_scale);
-  if constexpr (kScaleReciprocal<Cfg::kStore>) global_scale = __frcp_rn(global_scale);
+  if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);
+  if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
   const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
   const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
@@ -101,9 +101,11 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
     if (!__any_sync(kWarp, write)) return;
     rotate(r, o, freqs_row);
     normalize(r, o, p);
+    round_bf16_if<Cfg::kRoundNormBf16>(r);
   } else {
     normalize(r, o, p);
     if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
+    round_bf16_if<Cfg::kRoundNormBf16>(r);  // round_norm_bf16: RoPE rotates the bf16 the norm would output
     rotate(r, o, freqs_row);
   }
   hadamard(r);

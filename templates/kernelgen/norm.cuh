@@ -17,24 +17,32 @@ __device__ __forceinline__ float lane_sum(const Row<Cfg>& r, Exchange exchange,
   return across_warps<Cfg, AddRn>(r, exchange, group_sum<G::kWarpLanes>(tree_sum<G::kChunks * Cfg::kVec>(t), kWarp));
 }
 
+// Whether a dim is one the norm spans: every dim, or with norm_dims: nope the dims before the roped block (a vector
+// lies wholly on one side: the rope_whole_vectors guard).
+template <class Cfg>
+__device__ __forceinline__ bool in_norm(int dim) {
+  return !Cfg::kNormNope || dim < Cfg::kNormDims;
+}
+
 template <class Cfg>
 __device__ __forceinline__ float sum_of_squares(const Row<Cfg>& r) {
   float sq[Geometry<Cfg>::kChunks * Cfg::kVec];
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; ++k) sq[c * Cfg::kVec + k] = __fmul_rn(r.v[c][k], r.v[c][k]);
+    for (int k = 0; k < Cfg::kVec; ++k)  // a dim outside the norm adds an exact 0
+      sq[c * Cfg::kVec + k] = in_norm<Cfg>(r.first(c)) ? __fmul_rn(r.v[c][k], r.v[c][k]) : 0.f;
   return lane_sum<Cfg>(r, kSquareSum, sq);
 }
 
-// x / head_dim correctly rounded: an exact multiply for a power-of-two head_dim (no range check, no
+// x / (the dims the norm spans) correctly rounded: an exact multiply for a power of two (no range check, no
 // slow-path call on the chain), div.rn otherwise (sums may be zero, subnormal or infinite).
 template <class Cfg>
-__device__ __forceinline__ float div_by_head_dim(float x) {
-  if constexpr (is_pow2(Cfg::kHeadDim)) {
-    return __fmul_rn(x, 1.0f / Cfg::kHeadDim);
+__device__ __forceinline__ float div_by_norm_dims(float x) {
+  if constexpr (is_pow2(Cfg::kNormDims)) {
+    return __fmul_rn(x, 1.0f / Cfg::kNormDims);
   } else {
-    return __fdiv_rn(x, float(Cfg::kHeadDim));
+    return __fdiv_rn(x, float(Cfg::kNormDims));
   }
 }
 
@@ -45,7 +53,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; ++k) vals[c * Cfg::kVec + k] = r.v[c][k];
-  const float mean = div_by_head_dim<Cfg>(lane_sum<Cfg>(r, kCenterSum, vals));
+  const float mean = div_by_norm_dims<Cfg>(lane_sum<Cfg>(r, kCenterSum, vals));
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -70,6 +78,7 @@ __device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r
     const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      if (!in_norm<Cfg>(r.first(c))) continue;  // the weight covers the norm's dims only
       load_wide(w + r.first(c), o.w[c]);
       if constexpr (Cfg::kNorm == Norm::kRmsGemma) {  // Gemma's (1 + w), rounded to float32 as its float32 add is
 #pragma unroll
@@ -136,7 +145,7 @@ template <class Cfg>
 __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const Params& p) {
   if constexpr (Cfg::kNorm != Norm::kNone) {
     if constexpr (Cfg::kNorm == Norm::kLayer) center(r);
-    const float mean_sq = div_by_head_dim<Cfg>(sum_of_squares(r));
+    const float mean_sq = div_by_norm_dims<Cfg>(sum_of_squares(r));
     // A sum of squares that overflows float32 cannot be normalized: NaN marks the row (see store). A select
     // after the root, not a branch around it: nvcc then hoists the eps test into the shuffle stages.
     const float root = inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
@@ -144,6 +153,7 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
     if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      if (!in_norm<Cfg>(r.first(c))) continue;  // norm_dims: nope: the roped dims are not normed
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; k += 2)
         scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1],

@@ -131,101 +131,158 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
   }
 }
 
-// FlashMLA main KV: nope dims as e4m3 with one UE8M0 scale per 64 dims, roped dims as bf16.
+// e4m3 codes with one power-of-two scale per kScaleGroup dims over the first kQuantDims dims, the rest (the roped dims
+// kept apart) as bf16: FlashMLA's main KV (UE8M0 bytes, 64-dim groups of the 448 nope dims), DeepSeek-V4.1's records
+// (UE8M0, 32-dim groups of all 512 dims, the exponent floored at kScaleMinExp: the 1e-4 floor on the scale) and vLLM's
+// fp8_ds_mla (kScaleFp32: float32 scales exp2f(ceilf(log2f(max(amax / 448, 1e-4)))) as vLLM evaluates them, 128-dim
+// groups spanning several load steps of the token's lanes).
 template <class Cfg>
-__device__ __forceinline__ void store_flashmla(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
-                                               bool write) {
-  constexpr int kGroupLanes = 64 / Cfg::kVec;
-  constexpr int kNope = Cfg::kHeadDim - Cfg::kRopeDim;
+__device__ __forceinline__ int group_exponent(float amax) {
+  int e = pow2_scale_exponent<kE4m3Max>(amax);
+  if constexpr (Cfg::kScaleMinExp > kNoMinExp) e = max(e, Cfg::kScaleMinExp);
+  return e;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store_e4m3_groups(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row,
+                                                  uint8_t* page, int off, bool write) {
+  using G = Geometry<Cfg>;
+  constexpr int kGroup = Cfg::kScaleGroup;
+  constexpr int kStep = G::kT * Cfg::kVec;  // dims of one chunk (a load step of the token's lanes)
+  constexpr bool kWide = kGroup > kStep;  // a group spans kGroup / kStep consecutive chunks of every lane
+  constexpr int kGroupChunks = kWide ? kGroup / kStep : 1;
+  constexpr int kGroupLanes = kWide ? G::kT : kGroup / Cfg::kVec;
+  constexpr int kNope = Cfg::kQuantDims;
+  static_assert(!kWide || (G::kT <= 32 && kGroup % kStep == 0 && kNope % kGroup == 0),
+                "a scale group wider than a load step must be whole load steps of one warp's lanes");
+  float wide[kWide ? G::kChunks / kGroupChunks + 1 : 1];  // the amax of each wide group (lane-reduced)
+  if constexpr (kWide) {
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+    for (int g = 0; g * kGroupChunks < G::kChunks; ++g) {
+      float m = 0.f;
+#pragma unroll
+      for (int i = 0; i < kGroupChunks; ++i)
+        if (g * kGroupChunks + i < G::kChunks) m = max_nan(m, chunk[g * kGroupChunks + i]);
+      wide[g] = group_max_nonneg<kGroupLanes>(m);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < G::kChunks; ++c) {
     // 16- or 32-lane groups (vec 4 or 2) take one redux pair instead of 4-5 shuffle stages. A chunk amax may be NaN
     // here, which the redux lets win: such a row is not finite, so the vote writes its NaN bytes whatever e is.
-    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);
+    const float amax = kWide ? wide[c / kGroupChunks] : group_max_nonneg<kGroupLanes>(chunk[c]);
     const int dim = r.first(c);
     if (dim < kNope) {
-      const int e = pow2_scale_exponent<kE4m3Max>(amax);
-      store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
-      if (write && (r.lane & (kGroupLanes - 1)) == 0)
-        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 64] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
+      const bool first_lane = kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0;
+      if constexpr (Cfg::kScaleFp32) {
+        const float scale = exp2f(ceilf(log2f(fmaxf(__fdiv_rn(amax, kE4m3Max), kAmaxFloor))));
+        store_e4m3(r, c, __frcp_rn(scale), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+        if (write && first_lane)
+          *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride + 4 * (dim / kGroup)) =
+              nan_row ? __uint_as_float(0x7FC00000u) : scale;
+      } else {
+        const int e = group_exponent<Cfg>(amax);
+        store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+        if (write && first_lane)
+          page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / kGroup] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
+      }
     } else {
       store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
   }
 }
 
-// NVFP4 (FlashInfer's DeepSeek-V4 record): nope dims as e2m1 with one e4m3 scale per 16 dims, roped dims as
-// bf16. Scale s = RN_sat(amax * RN(1/6)), codes of v * RN(1 / s) (0 for s = 0): FlashInfer takes both
-// reciprocals with rcp.approx.ftz, which equals RN for 6 and for every e4m3 value (a GPU test checks all 127).
-// Plain NVFP4 (kNvfp4): every dim is e2m1 (the row already multiplied by g, see store()).
+// e2m1 codes with one e4m3 scale per 16 dims over the first kQuantDims dims, the rest as bf16. NVFP4 (FlashInfer's
+// DeepSeek-V4 record, and plain kNvfp4 whose every dim is e2m1, the row already multiplied by g, see store()):
+// s = RN_sat(amax * RN(1/6)), codes of v * RN(1 / s) (0 for s = 0): FlashInfer takes both reciprocals with
+// rcp.approx.ftz, which equals RN for 6 and for every e4m3 value (a GPU test checks all 127). DeepSeek-V4.1's fp4
+// record (kScaleDivided): s = RN_e4m3(clamp(RN(amax / 6), 2^-9, 448)), codes of RN(v / s), as SGLang divides.
 constexpr float kSixth = 0.16666667f;  // RN(1/6)
 template <class Cfg>
-__device__ __forceinline__ void store_nvfp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
-                                            int off, bool write) {
-  constexpr int kGroupLanes = 16 / Cfg::kVec;
-  constexpr int kNope = Cfg::kStore == Store::kNvfp4 ? Cfg::kHeadDim : Cfg::kHeadDim - Cfg::kRopeDim;
-  static_assert(Cfg::kThreadsPerToken * Cfg::kVec >= 16, "a 16-dim group must lie within one load step (implied by "
+__device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row,
+                                                uint8_t* page, int off, bool write) {
+  constexpr int kGroup = Cfg::kScaleGroup;
+  constexpr int kGroupLanes = kGroup / Cfg::kVec;
+  constexpr int kNope = Cfg::kQuantDims;
+  static_assert(Cfg::kThreadsPerToken * Cfg::kVec >= kGroup, "a 16-dim group must lie within one load step (implied by "
                 "head_dim 512 and at most 64 values per thread)");
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
     const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);  // a NaN may win: the row's vote writes NaN bytes
     const int dim = r.first(c);
     if (dim < kNope) {
-      const uint32_t scale_code = e4m3x2(amax * kSixth, 0.f) & 0xFFu;
-      const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
-      const float inv = scale == 0.f ? 0.f : __frcp_rn(scale);
       float q[Cfg::kVec];
+      uint32_t scale_code;
+      if constexpr (Cfg::kScaleDivided) {
+        scale_code = e4m3x2(fminf(fmaxf(__fdiv_rn(amax, float(kE2m1Max)), 0x1p-9f), float(kE4m3Max)), 0.f) & 0xFFu;
+        const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
 #pragma unroll
-      for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
+        for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fdiv_rn(r.v[c][k], scale);
+      } else {
+        scale_code = e4m3x2(amax * kSixth, 0.f) & 0xFFu;
+        const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
+        const float inv = scale == 0.f ? 0.f : __frcp_rn(scale);
+#pragma unroll
+        for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
+      }
       uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<true>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
       if (!write) continue;
       store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
       if ((r.lane & (kGroupLanes - 1)) == 0)
-        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 16] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
+        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / kGroup] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
     } else {
       store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
   }
 }
 
-template <class Cfg>
-__device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* page, int off, bool write) {
-  if constexpr (Cfg::kRoundBf16) {
+template <bool kRound, class Cfg>
+__device__ __forceinline__ void round_bf16_if(Row<Cfg>& r) {  // every value of the row rounded to bf16 (kRound)
+  if constexpr (kRound) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round(r.v[c][k]);
   }
-  if constexpr (kGlobalScale<Cfg::kStore>) {
+}
+
+template <class Cfg>
+__device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* page, int off, bool write) {
+  round_bf16_if<Cfg::kRoundBf16>(r);
+  if constexpr (Cfg::kGlobal == GlobalScale::kTimes || Cfg::kGlobal == GlobalScale::kTimesReciprocal) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
+  } else if constexpr (Cfg::kGlobal == GlobalScale::kDivide) {  // vLLM's scaled_convert: a correctly rounded divide
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fdiv_rn(r.v[c][k], global_scale);
   }
   // Every store starts from the per-chunk amax and the row's NaN vote (see above).
   float chunk[Geometry<Cfg>::kChunks];
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
   const bool nan_row = row_not_finite(r, chunk);
-  if constexpr (Cfg::kStore == Store::kBf16 || Cfg::kStore == Store::kFp16) {
+  if constexpr (Cfg::kEncoder == Encoder::kHalf) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
       store_half(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
-  } else if constexpr (Cfg::kStore == Store::kFp8E4m3 || Cfg::kStore == Store::kFp8Vllm ||
-                       Cfg::kStore == Store::kFp8VllmUe8m0) {
+  } else if constexpr (Cfg::kEncoder == Encoder::kE4m3Token) {
     store_fp8_per_token(r, chunk, nan_row, page, off, write);
-  } else if constexpr (Cfg::kStore == Store::kFp4E2m1) {
+  } else if constexpr (Cfg::kEncoder == Encoder::kE2m1Ue8m0) {
     store_fp4(r, chunk, nan_row, page, off, write);
-  } else if constexpr (Cfg::kStore == Store::kFp8FlashMla) {
-    store_flashmla(r, chunk, nan_row, page, off, write);
-  } else if constexpr (Cfg::kStore == Store::kNvfp4Dsv4 || Cfg::kStore == Store::kNvfp4) {
-    store_nvfp4(r, chunk, nan_row, page, off, write);
-  } else if constexpr (Cfg::kStore == Store::kFp8Scaled) {  // the row already times RN(1 / s): plain codes
+  } else if constexpr (Cfg::kEncoder == Encoder::kE4m3Groups) {
+    store_e4m3_groups(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kEncoder == Encoder::kE2m1E4m3) {
+    store_e2m1_e4m3(r, chunk, nan_row, page, off, write);
+  } else if constexpr (Cfg::kEncoder == Encoder::kE4m3) {  // the row already times RN(1 / s): plain codes
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
       store_e4m3(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   } else {
-    static_assert(kNoStoreCode<Cfg::kStore>, "this store format has no device code in store()");
+    static_assert(kNoStoreCode<Cfg::kStore>, "this store format's encoder has no device code in store()");
   }
 }
 
