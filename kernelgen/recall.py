@@ -391,7 +391,8 @@ def plot(rows: Sequence[Row], path: str | Path) -> None:
 
     rows = list(rows)
     stores = list(dict.fromkeys(r.store for r in rows))
-    colors = {s: c for s, c in zip(stores, ("tab:green", "tab:blue", "tab:red", "tab:gray", "tab:purple"))}
+    palette = ("tab:green", "tab:blue", "tab:red", "tab:gray", "tab:purple", "tab:orange", "tab:brown", "tab:cyan")
+    colors = {s: palette[i % len(palette)] for i, s in enumerate(stores)}  # any number of stores
     ks = sorted({r.k for r in rows if r.metric == "topk"})
     styles = {k: st for k, st in zip(ks, ("-", "--", ":", "-."))}
     margins = sorted({r.margin for r in rows if r.metric == "needle" and r.margin is not None})
