@@ -68,6 +68,25 @@ def directory_problem(path: Path) -> str | None:
     return None
 
 
+def write_problem(path: Path) -> str | None:
+    """Why kernelgen cannot write in folder `path`, found by doing it: the folder is created (with its parents)
+    and a temporary file written in it and removed. A permission bit says yes where the file system says no (a
+    read-only mount, /proc for root): only a write tells. None when the write worked."""
+    import tempfile
+
+    problem = directory_problem(path)
+    if problem is not None:
+        return problem
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path, prefix=".kernelgen-probe-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        return f"cannot be written ({e.strerror or e})"
+    return None
+
+
 def check_cache_dir(write: bool = True) -> Path:
     """cache_dir(), refused (StorageError) in one line naming the variable it came from where it cannot be a
     folder, or with `write` one kernelgen can write in: the check a command makes before it starts working."""
@@ -81,9 +100,10 @@ def check_cache_dir(write: bool = True) -> Path:
     else:
         named, where = path, f"{path} (the default cache)"
         fix = f"set {CACHE_DIR.name} to a folder kernelgen may write in"
-    problem = directory_problem(named)
+    look = write_problem if write else directory_problem
+    problem = look(named)
     if problem is None and named != path:
-        problem = directory_problem(path)
+        problem = look(path)
         where += f": the cache folder {path}" if problem else ""
     if problem is None or (not write and not problem.startswith("not a directory")):
         return path
@@ -93,7 +113,7 @@ def check_cache_dir(write: bool = True) -> Path:
 def check_folder(option: str, path: Path, write: bool = True) -> Path:
     """An output folder a flag names (e.g. -o DIR), refused in one line before any work where it cannot be one,
     or with `write` one kernelgen can write in."""
-    problem = directory_problem(path)
+    problem = write_problem(path) if write else directory_problem(path)
     if problem is not None and (write or problem.startswith("not a directory")):
         raise StorageError(f"{option} {path}: {problem}; give {option} a folder kernelgen may write in")
     return path
@@ -103,7 +123,7 @@ def check_file(option: str, path: Path) -> Path:
     """An output file a flag names (e.g. --plot x.png), refused before any work where its folder cannot be made."""
     if path.is_dir():
         raise StorageError(f"{option} {path}: is a directory; give {option} a file name")
-    problem = directory_problem(path.parent)
+    problem = write_problem(path.parent)
     if problem is not None:
         raise StorageError(f"{option} {path}: its folder {path.parent}: {problem}; write it elsewhere")
     return path

@@ -68,3 +68,38 @@ def test_every_spec_argument_has_help_text() -> None:
     assert {name for name, sub in commands.choices.items()
             if any(a.dest in ("spec", "specs") for a in sub._actions)} >= {"list", "render", "check", "build", "bench",
                                                                            "tune", "export", "recall"}
+
+
+def test_build_variants_selects_by_name_and_suggests_before_any_work(capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kernelgen build --variants` takes variants and launch groups by name across the specs given; a misspelt
+    name is one line with the nearest name, before the toolchain or the cache is touched."""
+    import kernelgen.cli.common as common
+
+    specs = common._specs(["mla", "dsv4_mainkv"])
+    got = common._kernels_of(specs, "deepseek_v3_layer_fp8,dsv4_mainkv_v41_p64")
+    assert [k.name for k in got] == ["deepseek_v3_layer_fp8", "dsv4_mainkv_v41_p64"]
+    assert len(common._kernels_of(specs, None)) == sum(len(s.kernels) for s in specs)
+    monkeypatch.setattr(common, "_toolchain", lambda: pytest.fail("the toolchain was touched"))
+    assert cli.main(["build", "mla", "dsv4_mainkv", "--variants", "dsv4_mainkv_v41", "--arch", "sm_90a"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == ("error: --variants: no variant or launch group named 'dsv4_mainkv_v41' in mla, dsv4_mainkv "
+                    "(did you mean dsv4_mainkv_v41_p64?); `kernelgen list SPEC` shows them")
+    assert cli.main(["build", "mla", "--variants", "deepseek_v3_kv_bf16_p65", "--arch", "sm_90a"]) == 1
+    assert "did you mean deepseek_v3_kv_bf16_p64?" in capsys.readouterr().err
+
+
+def test_the_python_api_names_its_keyword_and_the_cli_its_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU and no target: kernelgen.load says arch=, the command line says --arch (issue 38 item 4)."""
+    import kernelgen
+    from kernelgen.build import toolchain
+    from kernelgen.errors import ToolchainError
+
+    monkeypatch.delenv("KERNELGEN_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
+    with pytest.raises(ToolchainError, match=r'pass arch="sm_90a" \(comma-separated'):
+        kernelgen.load("mla", "deepseek_v3_kv_bf16_p64")
+    with pytest.raises(ToolchainError, match=r"^arch=: sm_91 is not a target"):
+        kernelgen.load("mla", "deepseek_v3_kv_bf16_p64", arch="sm_91")
+    with pytest.raises(ToolchainError, match=r"pass --arch sm_90a \(comma-separated"):
+        toolchain.resolve_archs(None)

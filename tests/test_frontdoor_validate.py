@@ -120,8 +120,12 @@ def test_the_cache_folder_check_names_xdg_cache_home_and_the_cli_flag(tmp_path: 
         with pytest.raises(StorageError, match=rf"^XDG_CACHE_HOME={blocker}: not a directory"):
             knobs.check_cache_dir()
     with knobs.scope(CACHE_DIR=str(tmp_path / "fine" / "cache")):
-        assert knobs.check_cache_dir() == tmp_path / "fine" / "cache"  # creatable: fine, and nothing is created
-        assert not (tmp_path / "fine").exists()
+        # creatable: made by the check, a file written in it and removed (a write is the only sure test, issue 38)
+        assert knobs.check_cache_dir() == tmp_path / "fine" / "cache"
+        assert list((tmp_path / "fine" / "cache").iterdir()) == []
+    with knobs.scope(CACHE_DIR=str(tmp_path / "unmade")):
+        assert knobs.check_cache_dir(write=False) == tmp_path / "unmade"  # a read-only use creates nothing
+        assert not (tmp_path / "unmade").exists()
     assert knobs.directory_problem(blocker) == "not a directory"
     assert knobs.directory_problem(tmp_path / "new" / "deeper") is None
 
@@ -201,3 +205,21 @@ def test_a_count_recall_cannot_read_says_what_it_wants(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         cli.main(["recall", "--topk", "many"])
     assert "write counts such as 512 or 64K, comma-separated; got 'many'" in capsys.readouterr().err
+
+
+def test_an_output_the_permission_bits_allow_but_the_file_system_refuses_fails_before_any_work(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """/proc says writable to root, yet nothing can be made there: the check writes to find out, and export
+    fails in one line naming the path and the reason before it compiles anything (issue 38 item 2)."""
+    import time
+
+    with pytest.raises(StorageError, match=r"^-o /proc/kg-export: (cannot be written|not writable|cannot be created)"):
+        knobs.check_folder("-o", Path("/proc/kg-export"))
+    start = time.monotonic()
+    assert cli.main(["export", "mla", "--variants", "deepseek_v3_kv_bf16_p64", "--arch", "sm_90a",
+                     "-o", "/proc/kg-export"]) == 1
+    assert time.monotonic() - start < 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith("error: -o /proc/kg-export: ") and "give -o a folder kernelgen may write in" in line
+    assert cli.main(["bench", "mla", "--json", "/proc/kg/bench.json"]) == 1
+    assert _one_error_line(capsys.readouterr().err).startswith("error: --json /proc/kg/bench.json: its folder /proc/kg")

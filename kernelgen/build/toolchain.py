@@ -199,11 +199,12 @@ def local_arch() -> str | None:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-def resolve_archs(explicit: str | None = None, fallback: str | None = None) -> tuple[str, ...]:
+def resolve_archs(explicit: str | None = None, fallback: str | None = None, flag: str = "--arch") -> tuple[str, ...]:
     """--arch, else KERNELGEN_CUDA_ARCH_LIST, else `fallback` (compile-only uses), else the local
-    GPU, else a clear error."""
+    GPU, else a clear error. `flag` is how the caller spells the targets: the CLI's --arch, or a Python
+    call's arch= keyword."""
     if explicit:
-        return parse_arch_list(explicit)
+        return parse_arch_list(explicit, flag)
     from_env = knobs.arch_list()
     if from_env:
         return parse_arch_list(from_env, knobs.CUDA_ARCH_LIST.name)
@@ -212,5 +213,6 @@ def resolve_archs(explicit: str | None = None, fallback: str | None = None) -> t
     local = local_arch()
     if local:
         return check_archs((local,), "the local GPU")
-    raise ToolchainError("no CUDA GPU here and no target given: pass --arch sm_90a (comma-separated for several) "
+    example = "--arch sm_90a" if flag.startswith("--") else f"{flag}\"sm_90a\""
+    raise ToolchainError(f"no CUDA GPU here and no target given: pass {example} (comma-separated for several) "
                          f"or set {knobs.CUDA_ARCH_LIST.name}")

@@ -42,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
     ck.set_defaults(func=cmd_check)
     bd = sub.add_parser("build", help="compile every variant of specs into the kernel cache (no GPU with --arch)")
     bd.add_argument("specs", nargs="*", help=SPECS_HELP)
+    bd.add_argument("--variants", help="comma-separated variant or launch group names (default: all of the specs)")
     bd.add_argument("--arch", help="targets, comma-separated (default: $KERNELGEN_CUDA_ARCH_LIST or the local GPU)")
     bd.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     bd.add_argument("--cache-dir", help="kernel cache (default: $KERNELGEN_CACHE_DIR or ~/.cache/kernelgen)")

@@ -15,8 +15,9 @@ from rich.console import Console
 
 from .. import knobs
 from ..build import toolchain as tc
-from ..errors import KernelgenError
+from ..errors import KernelgenError, SpecError
 from ..spec.parse import Spec, load_spec, shipped_specs
+from ..spec.settings import _did_you_mean
 
 CHECK_TARGETS = "sm_90a,sm_100a,sm_120a"
 SPEC_HELP = "a spec file or a shipped spec name, e.g. dsv4_indexer (`kernelgen list` shows the shipped ones)"
@@ -27,6 +28,27 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 def _specs(paths: list[str]) -> list[Spec]:
     return [load_spec(p) for p in paths] if paths else shipped_specs()
+
+
+def _kernels_of(specs: list[Spec], names: str | None) -> list[Any]:
+    """The kernels (variants and launch groups) --variants names across specs, in the order named (default: every
+    kernel of every spec). A name no spec has is refused before any work, with the nearest name of all of them."""
+    every = [k for spec in specs for k in spec.kernels]
+    if not names:
+        return every
+    by_name = {k.name: k for k in every}
+    out = []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        if name not in by_name:
+            if len(specs) == 1:
+                specs[0].kernel(name)  # raises, naming the spec and the nearest name
+            where = ", ".join(s.name for s in specs)
+            raise SpecError(f"--variants: no variant or launch group named {name!r} in {where}"
+                            f"{_did_you_mean(name, list(by_name))}; `kernelgen list SPEC` shows them")
+        out.append(by_name[name])
+    return out
 
 
 def _toolchain() -> tc.Toolchain:
@@ -64,9 +86,7 @@ def _parse_ints(text: str | None, what: str) -> tuple[int, ...] | None:
 def _selected(args: argparse.Namespace) -> tuple[Spec, list[Any]]:
     """The spec and the kernels --variants names (default: every variant, then every launch group)."""
     spec = load_spec(args.spec)
-    if not args.variants:
-        return spec, list(spec.kernels)
-    return spec, [spec.kernel(name) for name in args.variants.split(",") if name]
+    return spec, _kernels_of([spec], args.variants)
 
 
 def _fmt(value: float | None) -> str:

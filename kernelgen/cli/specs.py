@@ -144,9 +144,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from ..build.lifecycle import build
     from ..tune.runner import unbuilt
 
+    variants = common._kernels_of(_specs(args.specs), args.variants)
     archs = tc.resolve_archs(args.arch)
     cache_dir = _cache_dir(args.cache_dir)
-    variants = [v for spec in _specs(args.specs) for v in spec.kernels]
     start = time.monotonic()
     toolchain = common._toolchain()
     todo = unbuilt(variants, toolchain, archs, cache_dir)

@@ -377,7 +377,7 @@ def build_for(v: Variant | Group, arch: str | None, cache_dir: str | Path | None
               gpu: GpuInfo | None | object) -> tuple[Artifact, str]:
     """The artifact a load runs and where its dispatch came from: an explicit plan, else the tuning record for
     `gpu` (default: the local GPU) whose device code is what this kernelgen builds, else the defaults."""
-    archs, where = tc.resolve_archs(arch), Path(cache_dir) if cache_dir else None
+    archs, where = tc.resolve_archs(arch, flag="arch="), Path(cache_dir) if cache_dir else None
     if plan is not None:
         [artifact] = build([v], tc.detect(), archs, where, launch_plans=[plan])
         return artifact, "explicit plan"
