@@ -610,3 +610,26 @@ def test_every_configuration_of_the_tuned_dispatch_is_exact(session_cache: Path,
     op = load_variant(v, cache_dir=session_cache)
     failures = config_failures(op, v, lambda config: (1, 300, 100_003) if config.loop else (1, 300))
     assert not failures, failures
+
+
+def test_the_driver_reports_what_torch_reports_without_importing_it() -> None:
+    """The local GPU from libcuda (a process that never imports torch) is the one torch reports: the target and
+    the identity the tuning records are keyed by (issue 38 item 1)."""
+    import json
+    import subprocess
+    import sys
+
+    import torch
+
+    from kernelgen.tune.gpu import from_properties
+
+    code = ("import json, sys; from kernelgen.build.driver import properties; from kernelgen.build.toolchain import "
+            "local_arch; p = properties(); print(json.dumps([p.__dict__, local_arch(), 'torch' in sys.modules]))")
+    got, arch, imported = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                     check=True).stdout)
+    assert not imported
+    p = torch.cuda.get_device_properties(0)
+    assert (got["name"], got["major"], got["minor"], got["multi_processor_count"], got["total_memory"]) == (
+        p.name, p.major, p.minor, p.multi_processor_count, p.total_memory)
+    assert from_properties(type("P", (), got)) == from_properties(p)
+    assert arch == f"sm_{p.major}{p.minor}" + ("a" if p.major >= 9 else "")

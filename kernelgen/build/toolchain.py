@@ -189,14 +189,13 @@ def parse_arch_list(text: str, source: str = "--arch") -> tuple[str, ...]:
 
 
 def local_arch() -> str | None:
-    try:
-        import torch
-    except ImportError:
+    """The local GPU's target (its arch-specific form from sm_90 on), from the driver: no torch import."""
+    from .driver import properties
+
+    props = properties()
+    if props is None:
         return None
-    if not torch.cuda.is_available():
-        return None
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+    return f"sm_{props.major}{props.minor}" + ("a" if props.major >= 9 else "")
 
 
 def resolve_archs(explicit: str | None = None, fallback: str | None = None, flag: str = "--arch") -> tuple[str, ...]:

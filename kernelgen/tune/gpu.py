@@ -46,11 +46,9 @@ def from_properties(props: Any) -> GpuInfo:
 
 
 def current(device: int | None = None) -> GpuInfo | None:
-    """The GPU torch would use, or None where there is none."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    return from_properties(torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device()))
+    """The GPU torch would use (the driver's first visible one where torch is not imported: no torch import), or
+    None where there is none."""
+    from ..build.driver import properties
+
+    props = properties(device)
+    return None if props is None else from_properties(props)

@@ -1,0 +1,81 @@
+"""The local GPUs as the CUDA driver reports them (libcuda through ctypes), without importing torch: a command that
+only finds its kernels in the cache then starts in a fraction of a second, where `import torch` costs seconds on a
+GPU host. Where torch is already imported, its view is used instead (its current device, the same numbers), so a
+process that has chosen a device with torch.cuda.set_device keeps it."""
+from __future__ import annotations
+
+import ctypes
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+
+# CUdevice_attribute values (cuda.h)
+_MULTIPROCESSOR_COUNT = 16
+_MEMORY_CLOCK_RATE = 36  # kHz
+_GLOBAL_MEMORY_BUS_WIDTH = 37  # bits
+_COMPUTE_CAPABILITY_MAJOR = 75
+_COMPUTE_CAPABILITY_MINOR = 76
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """The fields of torch.cuda.get_device_properties that kernelgen reads, under the same names."""
+
+    name: str
+    major: int
+    minor: int
+    multi_processor_count: int
+    total_memory: int  # bytes
+    memory_clock_rate: int  # kHz
+    memory_bus_width: int  # bits
+
+
+@lru_cache(maxsize=1)
+def _libcuda() -> ctypes.CDLL | None:
+    """The driver, initialized; None where there is none (no GPU, no driver, or cuInit fails)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        return lib if lib.cuInit(0) == 0 else None
+    return None
+
+
+def _torch_properties(ordinal: int | None) -> DeviceProperties | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    p = torch.cuda.get_device_properties(torch.cuda.current_device() if ordinal is None else ordinal)
+    return DeviceProperties(p.name, p.major, p.minor, int(p.multi_processor_count), int(p.total_memory),
+                            int(getattr(p, "memory_clock_rate", 0) or 0), int(getattr(p, "memory_bus_width", 0) or 0))
+
+
+def properties(ordinal: int | None = None) -> DeviceProperties | None:
+    """The properties of GPU `ordinal` (default: torch's current device where torch is imported, else the first
+    visible one), or None where there is no GPU."""
+    if "torch" in sys.modules:
+        return _torch_properties(ordinal)
+    lib = _libcuda()
+    if lib is None:
+        return None
+    count = ctypes.c_int(0)
+    index = 0 if ordinal is None else ordinal
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or not 0 <= index < count.value:
+        return None
+    dev = ctypes.c_int(0)
+    if lib.cuDeviceGet(ctypes.byref(dev), index) != 0:
+        return None
+
+    def attribute(which: int) -> int:
+        value = ctypes.c_int(0)
+        return value.value if lib.cuDeviceGetAttribute(ctypes.byref(value), which, dev) == 0 else 0
+
+    name = ctypes.create_string_buffer(256)
+    memory = ctypes.c_size_t(0)
+    if lib.cuDeviceGetName(name, len(name), dev) != 0 or lib.cuDeviceTotalMem_v2(ctypes.byref(memory), dev) != 0:
+        return None
+    return DeviceProperties(name.value.decode(errors="replace"), attribute(_COMPUTE_CAPABILITY_MAJOR),
+                            attribute(_COMPUTE_CAPABILITY_MINOR), attribute(_MULTIPROCESSOR_COUNT), memory.value,
+                            attribute(_MEMORY_CLOCK_RATE), attribute(_GLOBAL_MEMORY_BUS_WIDTH))
