@@ -225,7 +225,9 @@ def to_json(rows: list[Row], meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(rows: list[Row], path: str, meta: dict[str, Any]) -> None:
-    """Time per call and % of the copy roofline vs tokens, one line per variant and workload."""
+    """Time per call and % of the copy roofline vs tokens: one line per variant and workload, a dashed line per
+    baseline it was timed beside (eager and compiled PyTorch references, in the variant's colour), the copy
+    roofline's time for the same bytes (dotted) and the empty-kernel floor."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,8 +239,17 @@ def plot(rows: list[Row], path: str, meta: dict[str, Any]) -> None:
         series.setdefault((r.variant, r.workload), []).append(r)
     for (name, workload), rs in series.items():
         xs = [r.tokens for r in rs]
-        left.plot(xs, [r.us for r in rs], marker="o", label=f"{name} ({workload})")
+        line, = left.plot(xs, [r.us for r in rs], marker="o", label=f"{name} ({workload})")
         right.plot(xs, [r.roofline_pct for r in rs], marker="o", label=f"{name} ({workload})")
+        for what, style, times in (("eager", "--", [r.eager_us for r in rs]), ("compiled", "-.", [r.compiled_us for r in rs])):
+            pts = [(x, t) for x, t in zip(xs, times) if t is not None]
+            if pts:
+                left.plot(*zip(*pts), style, marker="x", color=line.get_color(), label=f"{name}: PyTorch {what}")
+                right.plot(*zip(*[(x, 100 * r.bytes / (t * 1e-6) / 1e9 / meta["roofline_gbs"])
+                                  for x, t, r in zip(xs, times, rs) if t is not None]),
+                           style, marker="x", color=line.get_color(), label=f"{name}: PyTorch {what}")
+        left.plot(xs, [r.bytes / (meta["roofline_gbs"] * 1e9) * 1e6 for r in rs], ":", color=line.get_color(),
+                  label=f"{name}: copy roofline")
     left.axhline(meta["floor_us"], color="grey", linestyle="--", label="empty kernel")
     for ax, title in ((left, "us per call (graph replay)"), (right, "% of copy roofline")):
         ax.set_xscale("log", base=2)
@@ -246,7 +257,9 @@ def plot(rows: list[Row], path: str, meta: dict[str, Any]) -> None:
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
     left.set_yscale("log")
-    right.legend(fontsize=7)
+    right.axhline(100, color="grey", linestyle=":", label="copy roofline")
+    left.legend(fontsize=6)
+    right.legend(fontsize=6)
     fig.suptitle(f"kernelgen bench on {meta['gpu']}: copy {meta['roofline_gbs']:.0f} GB/s")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -223,3 +223,27 @@ def test_an_output_the_permission_bits_allow_but_the_file_system_refuses_fails_b
     assert line.startswith("error: -o /proc/kg-export: ") and "give -o a folder kernelgen may write in" in line
     assert cli.main(["bench", "mla", "--json", "/proc/kg/bench.json"]) == 1
     assert _one_error_line(capsys.readouterr().err).startswith("error: --json /proc/kg/bench.json: its folder /proc/kg")
+
+
+def test_the_bench_plot_shows_every_baseline_it_timed_and_the_copy_roofline(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+
+    from kernelgen.bench import Row, plot
+
+    rows = [Row("v", "prefill", n, us, 1000 * n, 0.0, 50.0, "t8", eager_us=3 * us, compiled_us=2 * us if n > 1 else None)
+            for n, us in ((1, 2.0), (1024, 5.0), (65536, 80.0))]
+    seen: list[str] = []
+    real = matplotlib.figure.Figure.savefig
+
+    def spy(fig, path, **kw):  # noqa: ANN001, ANN003
+        seen.extend(line.get_label() for ax in fig.axes for line in ax.get_lines())
+        return real(fig, path, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    plot(rows, str(tmp_path / "b.png"), {"floor_us": 1.0, "gpu": "X", "roofline_gbs": 4000.0})
+    assert (tmp_path / "b.png").stat().st_size > 0
+    for label in ("v (prefill)", "v: PyTorch eager", "v: PyTorch compiled", "v: copy roofline", "empty kernel",
+                  "copy roofline"):
+        assert label in seen, (label, seen)

@@ -144,9 +144,17 @@ def _global_scale(layout: Layout, g: torch.Tensor | None) -> torch.Tensor | None
     return (1.0 / g.double()).float() if FORMATS[layout.store].scale_reciprocal else g
 
 
-@functools.cache
 def _nan_row(encoding: str, size: int, device: str) -> torch.Tensor:
-    """A field's canonical NaN bytes, made once per device (no host-to-device copy per call)."""
+    """A field's canonical NaN bytes: made once per device in eager calls (no host-to-device copy per call); a
+    constant of the graph under torch.compile, which then never sees the cache (Dynamo warns at a cached call)."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return _make_nan_row(encoding, size, device)
+    return _cached_nan_row(encoding, size, device)
+
+
+def _make_nan_row(encoding: str, size: int, device: str) -> torch.Tensor:
     import torch
 
     return torch.tensor(list(NAN_BYTES[encoding] * (size // len(NAN_BYTES[encoding]))), dtype=torch.uint8,
@@ -271,6 +279,9 @@ def _encode_e4m3_groups_divided(part: Part, y: torch.Tensor) -> dict[str, torch.
     return {part.field: nibbles[:, 0::2] | (nibbles[:, 1::2] << 4), part.scale_field: scale_codes}
 
 
+
+
+_cached_nan_row = functools.cache(_make_nan_row)
 
 
 def decode(layout: Layout, fields: dict[str, torch.Tensor], valid: torch.Tensor,
