@@ -137,13 +137,6 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
 // fp8_ds_mla (kScaleFp32: float32 scales exp2f(ceilf(log2f(max(amax / 448, 1e-4)))) as vLLM evaluates them, 128-dim
 // groups spanning several load steps of the token's lanes).
 template <class Cfg>
-__device__ __forceinline__ int group_exponent(float amax) {
-  int e = pow2_scale_exponent<kE4m3Max>(amax);
-  if constexpr (Cfg::kScaleMinExp > kNoMinExp) e = max(e, Cfg::kScaleMinExp);
-  return e;
-}
-
-template <class Cfg>
 __device__ __forceinline__ void store_e4m3_groups(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row,
                                                   uint8_t* page, int off, bool write) {
   using G = Geometry<Cfg>;
@@ -173,17 +166,22 @@ __device__ __forceinline__ void store_e4m3_groups(const Row<Cfg>& r, const float
     const float amax = kWide ? wide[c / kGroupChunks] : group_max_nonneg<kGroupLanes>(chunk[c]);
     const int dim = r.first(c);
     if (dim < kNope) {
-      const bool first_lane = kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0;
       if constexpr (Cfg::kScaleFp32) {
         const float scale = exp2f(ceilf(log2f(fmaxf(__fdiv_rn(amax, kE4m3Max), kAmaxFloor))));
         store_e4m3(r, c, __frcp_rn(scale), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
-        if (write && first_lane)
+        if (write && (kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0))
           *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride + 4 * (dim / kGroup)) =
               nan_row ? __uint_as_float(0x7FC00000u) : scale;
-      } else {
-        const int e = group_exponent<Cfg>(amax);
+      } else if constexpr (Cfg::kScaleMinExp > kNoMinExp) {  // V4.1: the statements in the order its records timed
+        const int e = max(pow2_scale_exponent<kE4m3Max>(amax), Cfg::kScaleMinExp);
+        const bool first_lane = kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0;
         store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
         if (write && first_lane)
+          page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / kGroup] = static_cast<uint8_t>(nan_row ? kUe8m0Nan : e + 127);
+      } else {  // FlashMLA: the statements in the order its records timed
+        const int e = pow2_scale_exponent<kE4m3Max>(amax);
+        store_e4m3(r, c, exp2_int(-e), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+        if (write && (kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0))
           page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / kGroup] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
       }
     } else {
