@@ -145,3 +145,61 @@ def test_a_launch_group_exports_and_loads_without_nvcc(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("Op export:sm_90a N<=256: t16.b4.v8.pf.pdl")
     assert "refused: cake_8_1_fp8: q must be on a CUDA device, got bfloat16 [4, 1024] on cpu" in done.stdout
+
+
+BLOCKER = '''
+import sys
+class _Blocked:
+    """What the wheel's users lack: kernelgen itself and its build toolchain's Python packages."""
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("kernelgen", "jinja2", "yaml", "ninja", "rich"):
+            raise ImportError(f"{name} is not installed here")
+sys.meta_path.insert(0, _Blocked())
+'''
+
+
+def test_an_export_installs_as_a_wheel_and_loads_without_kernelgen_or_its_toolchain(exported: Path,
+                                                                                    tmp_path: Path) -> None:
+    """The wheel round trip (issue 38 item 6): build the wheel of an export, pip-install it into a folder, and in a
+    fresh process that cannot import kernelgen, jinja2, yaml, ninja or rich, with no nvcc on PATH and CUDA_HOME
+    pointing nowhere: list its ops, load a variant for an H200, and get the exported symbol's refusal of CPU tensors
+    in kernelgen's words. The same export gives the same wheel bytes."""
+    from kernelgen.runtime.wheel import build_wheel
+
+    (tmp_path / "again").mkdir()
+    first = build_wheel(exported, tmp_path, "my-kernels", "1.2.3")
+    again = build_wheel(exported, tmp_path / "again", "my-kernels", "1.2.3")
+    assert first.name == "my_kernels-1.2.3-py3-none-manylinux_2_28_x86_64.whl"
+    assert first.read_bytes() == again.read_bytes()
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
+                    str(first)], check=True, timeout=300)
+    (tmp_path / "block").mkdir()
+    (tmp_path / "block" / "sitecustomize.py").write_text(BLOCKER)
+    script = textwrap.dedent("""
+        import torch
+        import my_kernels
+        print("names:", ",".join(my_kernels.names()))
+        from my_kernels._kernelgen.tune.gpu import GpuInfo
+        from my_kernels._kernelgen.errors import LayoutMismatch
+        op = my_kernels.load("dsv32_indexer_fp8_p64", gpu=GpuInfo("NVIDIA H200", "9.0", 132, 140, 0))
+        try:
+            op(torch.randn(4, 128).bfloat16(), torch.randn(128), torch.randn(16, 64), torch.zeros(4, dtype=torch.long),
+               torch.arange(4), op.layout.allocate(2), bias=torch.randn(128))
+        except LayoutMismatch as exc:
+            print("refused:", exc)
+        try:
+            import kernelgen
+        except ImportError:
+            print("no kernelgen")
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "KERNELGEN_CACHE_DIR", "PYTHONPATH")}
+    env.update(CUDA_HOME="/nonexistent-cuda", PYTHONPATH=os.pathsep.join([str(tmp_path / "block"), str(site)]),
+               PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists()))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = json.loads((exported / "manifest.json").read_text())["variants"]
+    assert f"names: {','.join(sorted(names))}" in done.stdout
+    assert "refused:" in done.stdout and "must be on a CUDA device" in done.stdout, done.stdout
+    assert "no kernelgen" in done.stdout

@@ -484,6 +484,49 @@ def test_end_to_end_kv_store_example_from_an_export_without_nvcc(tmp_path: Path)
     assert "token writes checked against the reference" in done.stdout
 
 
+def test_a_wheel_of_an_export_writes_the_jit_ops_bytes(shipped_ops: dict[str, Op], tmp_path: Path) -> None:
+    """The wheel round trip on a GPU (issue 38 item 6): a launch group and a variant exported for this GPU, packed as
+    a wheel, pip-installed into a folder and imported from there in a process that cannot import kernelgen: each op
+    writes the bytes the JIT op writes on the same inputs."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from kernelgen.runtime.export import export
+    from kernelgen.runtime.wheel import build_wheel
+    from kernelgen.spec.parse import load_spec
+
+    spec = load_spec("dsv4_mainkv")
+    export([spec.variant("dsv4_mainkv_v41_p64")], toolchain.resolve_archs(None), tmp_path / "export")
+    wheel = build_wheel(tmp_path / "export", tmp_path, "roundtrip")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(tmp_path / "site"), str(wheel)], check=True, timeout=300)
+    op = shipped_ops["dsv4_mainkv_v41_p64"]
+    inputs, _ = inputs_and_expected(op, 300, seed=5)
+    torch.save({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}, tmp_path / "in.pt")
+    jit = inputs["kvcache"].clone()
+    op(inputs["x"], inputs["weight"], inputs["freqs"], inputs["positions"], inputs["out_loc"], jit)
+    script = (
+        "import sys, torch\n"
+        "class B:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'kernelgen': raise ImportError(name)\n"
+        "sys.meta_path.insert(0, B())\n"
+        "import roundtrip\n"
+        f"i = {{k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in torch.load({str(tmp_path / 'in.pt')!r}).items()}}\n"
+        "op = roundtrip.load('dsv4_mainkv_v41_p64')\n"
+        "out = i['kvcache'].clone()\n"
+        "op(i['x'], i['weight'], i['freqs'], i['positions'], i['out_loc'], out)\n"
+        f"torch.save(out.cpu(), {str(tmp_path / 'out.pt')!r})\n")
+    env = dict(os.environ)  # kernelgen may be on the path: the finder above refuses it
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "site"), env.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert torch.equal(torch.load(tmp_path / "out.pt"), jit.cpu())
+
+
 def test_bench_command_writes_its_json(tmp_path: Path) -> None:
     """`kernelgen bench` end to end: one row per (variant, N) with the routed launch, compulsory bytes and
     % of the roofline consistent with the time, the empty-kernel floor measured beside every row, and the

@@ -10,7 +10,6 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ninja.ninja_syntax import Writer, escape  # ninja's own writer, shipped in the ninja wheel
 
 from .._version import __version__
 
@@ -78,6 +77,8 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
 def _shell(*words: str) -> str:
     """Words for a ninja command line (ninja runs it through /bin/sh): each quoted for the shell where it
     needs it (a CUDA_HOME with a space stays one argument), then escaped for ninja ('$')."""
+    from ninja.ninja_syntax import escape  # ninja's own writer, shipped in the ninja wheel (only builds need it)
+
     return escape(" ".join(shlex.quote(w) for w in words))
 
 
@@ -90,6 +91,8 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
     cudart = ("-cudart", "static") if portable else (f"-L{toolchain.cuda_home}/lib64", "-lcudart")
     includes = [f"-I{d}" for d in dict.fromkeys((include_dir, *toolchain.include_dirs))]
     text = io.StringIO()
+    from ninja.ninja_syntax import Writer
+
     out = Writer(text, width=1 << 30)  # never wrapped: one line per variable, as a reader greps it
     out.variable("ninja_required_version", "1.3")
     out.variable("nvcc", _shell(toolchain.nvcc))

@@ -81,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--variants", help="comma-separated variant names (default: all of the spec)")
     ex.add_argument("--arch", required=True, help="targets, comma-separated, e.g. sm_90a,sm_100a,sm_120a")
     ex.add_argument("-o", "--output", required=True, help="export directory")
+    ex.add_argument("--wheel", metavar="NAME", help="also package the export as a pip-installable wheel NAME (written "
+                    "into the export directory; needs only apache-tvm-ffi and torch where it is installed)")
+    ex.add_argument("--wheel-version", default=None, help="the wheel's version (default: kernelgen's)")
     ex.add_argument("--jobs", type=int, help="parallel nvcc jobs")
     ex.set_defaults(func=cmd_export)
     rc = sub.add_parser("recall", help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU)",

@@ -172,6 +172,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..tune.runner import unbuilt
 
     out_dir = knobs.check_folder("-o", Path(args.output))
+    if args.wheel:
+        from ..runtime.wheel import dist_name
+
+        dist_name(args.wheel)  # a bad name is refused before any work
     _, variants = _selected(args)
     archs = tc.parse_arch_list(args.arch)
     knobs.check_cache_dir(write=False)
@@ -189,6 +193,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
     out.print(f"exported {len(variants)} variants x {', '.join(archs)} to {out_dir} ({size / 2**20:.1f} MiB) in "
               f"{time.monotonic() - start:.1f} s; manifest {manifest}", markup=False)
+    if args.wheel:
+        from .._version import __version__
+        from ..runtime.wheel import build_wheel
+
+        wheel = build_wheel(out_dir, out_dir, args.wheel, args.wheel_version or __version__)
+        out.print(f"wheel {wheel} ({wheel.stat().st_size / 2**20:.1f} MiB): pip install it where the kernels run "
+                  "(needs apache-tvm-ffi and torch only)", markup=False)
     return 0
 
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from .. import resources
 from .._version import __version__
@@ -26,12 +24,17 @@ from .checks import ARGS, cpp_condition, cpp_dtype_names, cpp_message, group_blo
 from .guards import GUARDS, group_cpp_asserts, group_precheck, precheck
 from .launch import LaunchPlan, default_plan, resolve, resolve_group
 
+if TYPE_CHECKING:
+    import jinja2
+
 TEMPLATE = "fused_norm_rope_store.cu.j2"
 _CPP_TYPES = {"bf16": "__nv_bfloat16", "fp16": "__half", "fp32": "float"}
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    import jinja2  # here: loading a compiled kernel (an export, a wheel) renders nothing and needs no jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resources.template_dir())),
         undefined=jinja2.StrictUndefined,
