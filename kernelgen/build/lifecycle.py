@@ -53,10 +53,14 @@ log = logging.getLogger("kernelgen.build")
 @dataclass(frozen=True)
 class Planned:
     variant: Variant
-    source: str
+    source: str | None  # None: the key came from the memo of this source's keys (render with text())
     key: str
     launch_plan: LaunchPlan
     archs: tuple[str, ...]
+
+    def text(self) -> str:
+        """The kernel's CUDA source (rendered now where the plan took its key from the memo)."""
+        return self.source if self.source is not None else render_variant(self.variant, plan=self.launch_plan)
 
 
 def read_headers() -> dict[str, bytes]:
@@ -65,16 +69,86 @@ def read_headers() -> dict[str, bytes]:
 
 
 def plan(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
-         launch_plans: list[LaunchPlan | None] | None = None, portable: bool = False) -> list[Planned]:
+         launch_plans: list[LaunchPlan | None] | None = None, portable: bool = False,
+         cache_dir: Path | None = None) -> list[Planned]:
     """Precheck and render every variant (with its launch plan; None = its default launch) before
     anything is written."""
     headers = headers_digest(read_headers())
+    memo = KeyMemo(toolchain, archs, portable, cache_dir, headers)
     out = []
     for v, lp in zip(variants, launch_plans or [None] * len(variants)):
         lp = lp or default_plan(v)
+        key = memo.get(v, lp)
+        if key is not None:
+            out.append(Planned(v, None, key, lp, archs))
+            continue
         source = render_variant(v, plan=lp)  # prechecks the guards first
-        out.append(Planned(v, source, build_key(source, headers, toolchain, archs, portable), lp, archs))
+        key = build_key(source, headers, toolchain, archs, portable)
+        memo.put(v, lp, key)
+        out.append(Planned(v, source, key, lp, archs))
+    memo.save()
     return out
+
+
+@lru_cache(maxsize=1)
+def renderer_digest() -> str:
+    """Digest of everything a rendered source is made from: every template file and every module of kernelgen (the
+    tables, the renderer, the guards): an edited checkout renders anew, never from a stale memo."""
+    files = {}
+    for root in (resources.template_dir(), Path(__file__).resolve().parents[1]):
+        files.update({f"{root.name}/{p.relative_to(root).as_posix()}": p.read_bytes() for p in sorted(root.rglob("*"))
+                      if p.is_file() and p.suffix in (".j2", ".cuh", ".py")})
+    return headers_digest(files)
+
+
+class KeyMemo:
+    """The build keys of kernels rendered before, by what renders them (the kernel's and its launch plan's repr,
+    every template file, kernelgen's version) and what else enters the key (toolchain, targets, linking): a cache
+    hit then renders nothing (and imports no jinja2). Kept beside the kernels in the cache (render_keys.json);
+    best effort: a memo that cannot be read or written only costs renders."""
+
+    FILE = "render_keys.json"
+
+    def __init__(self, toolchain: Toolchain, archs: tuple[str, ...], portable: bool, cache_dir: Path | None,
+                 headers: str) -> None:
+        import json
+
+        from .buildplan import CUDA_FLAGS
+
+        self.path = kernels_dir(cache_dir) / self.FILE
+        self.salt = json.dumps([renderer_digest(), headers, list(CUDA_FLAGS), __version__, toolchain.fingerprint(),
+                                list(archs), portable])
+        try:
+            self.keys: dict[str, str] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.keys = {}
+        self.added = False
+
+    def _id(self, v: Variant | Group, lp: LaunchPlan) -> str:
+        import hashlib
+
+        return hashlib.sha256(f"{self.salt}|{v!r}|{lp!r}".encode()).hexdigest()[:32]
+
+    def get(self, v: Variant | Group, lp: LaunchPlan) -> str | None:
+        return self.keys.get(self._id(v, lp))
+
+    def put(self, v: Variant | Group, lp: LaunchPlan, key: str) -> None:
+        self.keys[self._id(v, lp)] = key
+        self.added = True
+
+    def save(self) -> None:
+        import json
+        import os
+
+        if not self.added:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_name(f"{self.FILE}.{os.getpid()}.partial")
+            partial.write_text(json.dumps(self.keys, sort_keys=True))
+            partial.replace(self.path)  # atomic: readers see the old memo or the new one
+        except OSError:
+            pass
 
 
 def artifact_for(p: Planned, root: Path) -> Artifact:
@@ -167,7 +241,7 @@ def build(variants: list[Variant], toolchain: Toolchain, archs: tuple[str, ...],
     try to find -> lock -> find again -> build into staging -> rename into place -> unlock.
     Raises BuildError naming every variant that failed, after publishing the ones that built."""
     root = kernels_dir(cache_dir)
-    planned = plan(variants, toolchain, archs, launch_plans, portable)
+    planned = plan(variants, toolchain, archs, launch_plans, portable, cache_dir)
     artifacts = [artifact_for(p, root) for p in planned]
     # The same variant named twice builds once (and must not take its lock twice).
     missing = list({a.directory: (p, a) for p, a in zip(planned, artifacts) if not is_published(a)}.values())
@@ -192,7 +266,7 @@ def _build_locked(todo: list[tuple[Planned, Artifact]], toolchain: Toolchain, ar
         units = []
         for p, a in todo:
             sub = staging / a.directory.name
-            write_file(sub / f"{p.variant.name}.cu", p.source)
+            write_file(sub / f"{p.variant.name}.cu", p.text())
             units.append(Unit(p.variant.name, f"{a.directory.name}/{p.variant.name}.cu", archs,
                               f"{a.directory.name}/{p.variant.name}.so"))
         write_file(staging / "build.ninja", ninja_text(units, toolchain, str(resources.include_dir()), link=True,

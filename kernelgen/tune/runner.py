@@ -53,7 +53,7 @@ def unbuilt(variants: list[Variant], toolchain: tc.Toolchain, archs: tuple[str, 
     asked before it runs so that progress can show its total from the start; each is STEPS_PER_LIBRARY
     ninja steps. Quiet: build itself reports a corrupt artifact when it rebuilds it."""
     root = kernels_dir(cache_dir)
-    planned = plan_builds(variants, toolchain, archs, launch_plans, portable)
+    planned = plan_builds(variants, toolchain, archs, launch_plans, portable, cache_dir)
     distinct = {artifact_for(p, root).directory: p for p in planned}
     return [p for p in distinct.values() if published_problem(artifact_for(p, root)) is not None]
 
