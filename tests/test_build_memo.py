@@ -23,7 +23,7 @@ def test_a_second_plan_takes_its_keys_from_the_memo_and_renders_nothing(tmp_path
     first = lifecycle.plan(kernels, tc, ARCHS, cache_dir=tmp_path)
     assert all(p.source for p in first)
     memo = json.loads((tmp_path / "v1" / lifecycle.KeyMemo.FILE).read_text())
-    assert sorted(memo.values()) == sorted(p.key for p in first)
+    assert len(memo) == 1 and sorted(next(iter(memo.values())).values()) == sorted(p.key for p in first)
 
     def no_render(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("rendered on a memo hit")
@@ -58,3 +58,24 @@ def test_a_memo_that_cannot_be_read_or_written_only_costs_renders(tmp_path: Path
     blocked = tmp_path / "blocked"
     blocked.write_text("")  # a file where the cache folder would be: the memo cannot be written
     assert lifecycle.plan([v], tc, ARCHS, cache_dir=blocked)[0].key == planned.key
+
+
+def test_the_memo_keeps_only_the_newest_salts_and_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each edit of a checkout is a new salt: the memo keeps the newest SALTS tables (the current one last), each at
+    most ENTRIES keys, so it does not grow without end."""
+    v = load_spec("mla").kernel("deepseek_v3_kv_bf16_p64")
+    tc = toolchain.detect()
+    monkeypatch.setattr(lifecycle.KeyMemo, "SALTS", 3)
+    for edit in range(5):
+        monkeypatch.setattr(lifecycle, "renderer_digest", lambda edit=edit: f"edit {edit}")
+        lifecycle.plan([v], tc, ARCHS, cache_dir=tmp_path)
+    memo = json.loads((tmp_path / "v1" / lifecycle.KeyMemo.FILE).read_text())
+    assert len(memo) == 3
+    newest = lifecycle.KeyMemo(tc, ARCHS, False, tmp_path, lifecycle.headers_digest(lifecycle.read_headers()))
+    assert list(memo)[-1] == newest.salt and newest.get(v, lifecycle.default_plan(v)) is not None
+    monkeypatch.setattr(lifecycle.KeyMemo, "ENTRIES", 2)
+    kernels = [load_spec("mla").kernel(n) for n in ("deepseek_v3_kv_bf16_p1", "deepseek_v3_kv_fp8_p64", "deepseek_v3_q_pe")]
+    lifecycle.plan(kernels, tc, ARCHS, cache_dir=tmp_path)
+    memo = json.loads((tmp_path / "v1" / lifecycle.KeyMemo.FILE).read_text())
+    assert len(memo[newest.salt]) == 2
+    assert not list((tmp_path / "v1").glob(".render_keys*"))  # no temporary file left behind

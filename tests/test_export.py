@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -169,7 +171,10 @@ def test_an_export_installs_as_a_wheel_and_loads_without_kernelgen_or_its_toolch
     (tmp_path / "again").mkdir()
     first = build_wheel(exported, tmp_path, "my-kernels", "1.2.3")
     again = build_wheel(exported, tmp_path / "again", "my-kernels", "1.2.3")
-    assert first.name == "my_kernels-1.2.3-py3-none-manylinux_2_28_x86_64.whl"
+    assert re.fullmatch(r"my_kernels-1\.2\.3-py3-none-manylinux_2_(1[7-9]|[2-9]\d)_x86_64\.whl", first.name), first.name
+    with zipfile.ZipFile(first) as zf:
+        metadata = zf.read("my_kernels-1.2.3.dist-info/METADATA").decode()
+    assert re.search(r"^Requires-Dist: apache-tvm-ffi>=\d+\.\d+\.\d+,<\d+\.\d+$", metadata, re.M), metadata
     assert first.read_bytes() == again.read_bytes()
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
@@ -203,3 +208,43 @@ def test_an_export_installs_as_a_wheel_and_loads_without_kernelgen_or_its_toolch
     assert f"names: {','.join(sorted(names))}" in done.stdout
     assert "refused:" in done.stdout and "must be on a CUDA device" in done.stdout, done.stdout
     assert "no kernelgen" in done.stdout
+
+
+def _elf(machine: int, glibc: bytes = b"") -> bytes:
+    """The first bytes of a little-endian ELF shared object for a machine, with some dynamic-string text."""
+    return b"\x7fELF\x02\x01\x01" + bytes(11) + machine.to_bytes(2, "little") + bytes(40) + glibc
+
+
+def test_a_wheel_is_tagged_by_its_libraries_machine_and_newest_glibc_symbol() -> None:
+    from kernelgen.runtime.wheel import elf_platform
+
+    assert elf_platform({"a.so": _elf(62)}) == "manylinux_2_17_x86_64"
+    assert elf_platform({"a.so": _elf(62, b"GLIBC_2.2.5\0GLIBC_2.34\0"), "b.so": _elf(62, b"GLIBC_2.28")}) \
+        == "manylinux_2_34_x86_64"
+    assert elf_platform({"a.so": _elf(183, b"GLIBC_2.17")}) == "manylinux_2_17_aarch64"
+    with pytest.raises(KernelgenError, match="must share one machine"):
+        elf_platform({"a.so": _elf(62), "b.so": _elf(183)})
+    with pytest.raises(KernelgenError, match="b.so: not an ELF shared library"):
+        elf_platform({"b.so": b"#!/bin/sh\n" * 4})
+
+
+def test_a_wheel_names_and_versions_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from kernelgen.runtime.wheel import check_version, dist_name, requires
+
+    for bad in ("torch", "tvm-ffi", "Kernelgen", "9lives"):
+        with pytest.raises(KernelgenError, match=f"--wheel '{bad}'"):
+            dist_name(bad)
+    for good in ("1.2.0", "1.2.0rc1", "2!1.0.post3.dev4", "1.0+h200.sm90"):
+        assert check_version(good) == good
+    for bad in ("1.2-beta", "v1.0", "1.0 ", "latest"):
+        with pytest.raises(KernelgenError, match="not a PEP 440 version"):
+            check_version(bad)
+    assert requires({"toolchain": {"tvm_ffi": "0.1.15.post2"}}) == ("apache-tvm-ffi>=0.1.15,<0.2", "torch")
+    out = tmp_path / "never"
+    done = subprocess.run([sys.executable, "-m", "kernelgen", "export", "specs/mla.yaml", "--arch", "sm_90a", "-o", str(out), "--wheel",
+                           "torch"], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert done.returncode != 0 and "--wheel 'torch'" in done.stderr and not out.exists(), done.stderr
+    done = subprocess.run([sys.executable, "-m", "kernelgen", "export", "specs/mla.yaml", "--arch", "sm_90a", "-o", str(out), "--wheel",
+                           "mine", "--wheel-version", "1.2-beta"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[1])
+    assert done.returncode != 0 and "not a PEP 440 version" in done.stderr and not out.exists(), done.stderr

@@ -87,6 +87,14 @@ def test_precheck_rejects_with_guard_message(guard) -> None:
 
 
 @pytest.mark.pure
+def test_norm_over_the_nope_dims_needs_some_nope_dims() -> None:
+    """norm_dims: nope with the whole row roped would normalize nothing: refused by the same guard."""
+    v = Variant("g_norm_nope_all_roped", head_dim=64, rope_dim=64, rope_place="tail", norm_dims="nope")
+    assert [g.id for g in violations(v)] == ["norm_nope_needs_tail_rope"]
+    assert violations(Variant("ok", head_dim=128, rope_dim=64, rope_place="tail", norm_dims="nope")) == []
+
+
+@pytest.mark.pure
 def test_bf16_store_at_head_dim_128_is_allowed() -> None:
     v = Variant("dsv4_indexer_bf16_p64", head_dim=128, hadamard=True, store="bf16", page_size=64)
     assert violations(v) == []

@@ -104,30 +104,39 @@ def renderer_digest() -> str:
 class KeyMemo:
     """The build keys of kernels rendered before, by what renders them (the kernel's and its launch plan's repr,
     every template file, kernelgen's version) and what else enters the key (toolchain, targets, linking): a cache
-    hit then renders nothing (and imports no jinja2). Kept beside the kernels in the cache (render_keys.json);
-    best effort: a memo that cannot be read or written only costs renders."""
+    hit then renders nothing (and imports no jinja2). Kept beside the kernels in the cache (render_keys.json), one
+    table per salt (renderer, toolchain, targets): the newest SALTS tables are kept, each at most ENTRIES keys, so
+    an edited checkout or a long tuning session does not grow it without end. Best effort: a memo that cannot be
+    read or written only costs renders."""
 
     FILE = "render_keys.json"
+    SALTS = 16
+    ENTRIES = 50_000
 
     def __init__(self, toolchain: Toolchain, archs: tuple[str, ...], portable: bool, cache_dir: Path | None,
                  headers: str) -> None:
+        import hashlib
         import json
 
         from .buildplan import CUDA_FLAGS
 
         self.path = kernels_dir(cache_dir) / self.FILE
-        self.salt = json.dumps([renderer_digest(), headers, list(CUDA_FLAGS), __version__, toolchain.fingerprint(),
-                                list(archs), portable])
+        salt = json.dumps([renderer_digest(), headers, list(CUDA_FLAGS), __version__, toolchain.fingerprint(),
+                           list(archs), portable])
+        self.salt = hashlib.sha256(salt.encode()).hexdigest()[:32]
         try:
-            self.keys: dict[str, str] = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            self.keys = {}
+            tables = json.loads(self.path.read_text())
+            self.tables: dict[str, dict[str, str]] = {k: v for k, v in tables.items() if isinstance(v, dict)}
+        except (OSError, ValueError, AttributeError):
+            self.tables = {}
+        self.keys = self.tables.pop(self.salt, {})
         self.added = False
 
-    def _id(self, v: Variant | Group, lp: LaunchPlan) -> str:
+    @staticmethod
+    def _id(v: Variant | Group, lp: LaunchPlan) -> str:
         import hashlib
 
-        return hashlib.sha256(f"{self.salt}|{v!r}|{lp!r}".encode()).hexdigest()[:32]
+        return hashlib.sha256(f"{v!r}|{lp!r}".encode()).hexdigest()[:32]
 
     def get(self, v: Variant | Group, lp: LaunchPlan) -> str | None:
         return self.keys.get(self._id(v, lp))
@@ -139,16 +148,22 @@ class KeyMemo:
     def save(self) -> None:
         import json
         import os
+        import tempfile
 
         if not self.added:
             return
+        keys = dict(list(self.keys.items())[-self.ENTRIES:])
+        tables = {**dict(list(self.tables.items())[-(self.SALTS - 1):]), self.salt: keys}  # this salt is the newest
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.path.with_name(f"{self.FILE}.{os.getpid()}.partial")
-            partial.write_text(json.dumps(self.keys, sort_keys=True))
-            partial.replace(self.path)  # atomic: readers see the old memo or the new one
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f".{self.FILE}.", delete=False) as tmp:
+                json.dump(tables, tmp, sort_keys=False)
+            os.replace(tmp.name, self.path)  # atomic: readers see the old memo or the new one
         except OSError:
-            pass
+            try:
+                os.unlink(tmp.name)
+            except (OSError, UnboundLocalError):
+                pass
 
 
 def artifact_for(p: Planned, root: Path) -> Artifact:

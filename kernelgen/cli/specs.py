@@ -13,6 +13,8 @@ from rich.table import Table
 import kernelgen.cli.common as common  # err, _toolchain: see common's docstring
 
 from .. import knobs
+from .._version import __version__
+from ..errors import KernelgenError
 from ..build import toolchain as tc
 from ..codegen.guards import GUARDS, violations
 from ..codegen.launch import resolve
@@ -171,13 +173,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..runtime import export as exporting
     from ..tune.runner import unbuilt
 
-    out_dir = knobs.check_folder("-o", Path(args.output))
-    if args.wheel:
-        from ..runtime.wheel import dist_name
+    if args.wheel:  # a bad name or version is refused before anything is written
+        from ..runtime.wheel import check_version, dist_name
 
-        dist_name(args.wheel)  # a bad name is refused before any work
+        dist_name(args.wheel)
+        check_version(args.wheel_version or __version__)
+    elif args.wheel_version:
+        raise KernelgenError("--wheel-version is the version of a wheel: give --wheel NAME too")
     _, variants = _selected(args)
     archs = tc.parse_arch_list(args.arch)
+    out_dir = knobs.check_folder("-o", Path(args.output))
     knobs.check_cache_dir(write=False)
     start = time.monotonic()
     toolchain = common._toolchain()
@@ -194,7 +199,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     out.print(f"exported {len(variants)} variants x {', '.join(archs)} to {out_dir} ({size / 2**20:.1f} MiB) in "
               f"{time.monotonic() - start:.1f} s; manifest {manifest}", markup=False)
     if args.wheel:
-        from .._version import __version__
         from ..runtime.wheel import build_wheel
 
         wheel = build_wheel(out_dir, out_dir, args.wheel, args.wheel_version or __version__)

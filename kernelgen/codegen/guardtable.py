@@ -61,10 +61,11 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
           "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),
-    Guard("norm_nope_needs_tail_rope", lambda v: v.norm_dims == "all" or (v.rope_dim > 0 and v.rope_place == "tail"),
-          "!kNormNope || (kRopeDim > 0 && kRopeBegin + kRopeDim == kHeadDim)",
-          "norm_dims: nope spans the dims before the roped block: it needs rope_dim > 0 and rope_place: tail "
-          "(MLA's [kv_c | k_pe] row)", axes=('norm_dims', 'rope_dim', 'rope_place')),
+    Guard("norm_nope_needs_tail_rope", lambda v: v.norm_dims == "all" or (0 < v.rope_dim < v.head_dim
+                                                                           and v.rope_place == "tail"),
+          "!kNormNope || (kRopeDim > 0 && kRopeDim < kHeadDim && kRopeBegin + kRopeDim == kHeadDim)",
+          "norm_dims: nope spans the dims before the roped block: it needs 0 < rope_dim < head_dim and rope_place: "
+          "tail (MLA's [kv_c | k_pe] row)", axes=('norm_dims', 'rope_dim', 'rope_place', 'head_dim')),
     Guard("norm_nope_needs_rms", lambda v: v.norm_dims == "all" or (NORMS[v.norm].weight and not NORMS[v.norm].centered),
           "!kNormNope || kNorm == kernelgen::Norm::kRms || kNorm == kernelgen::Norm::kRmsGemma",
           "norm_dims: nope is an RMSNorm over the latent dims (MLA's kv_a_layernorm): use norm rms or rms_gemma",

@@ -82,6 +82,18 @@ the same (64 B of e2m1 pairs, low nibble first, then 4 UE8M0 bytes per token): v
 0.75, 1.75 and 3.5 up where `fp4_e2m1` (the DeepSeek serving layout) rounds them down, and floors
 amax at 6 x 2^-126 instead of 1e-4. It would be a format of its own, not a duplicate.
 
+**`fp8_ds_mla`: FlashMLA-sparse's DeepSeek-V3.2 MLA record as vLLM writes it** (vLLM 0.34.0,
+`csrc/cache_kernels.cu` `concat_and_cache_ds_mla_kernel`, lines 660-700). 656 B per token: bytes 0..511 the
+e4m3 codes of the 512 latent dims (tile t = dims 128t..128t+127), bytes 512..527 four float32 tile scales,
+bytes 528..655 the 64 roped dims as bf16, copied. The tile's amax is over its 128 values in float32 (lines
+672-675); its scale is `exp2f(ceilf(log2f(fmaxf(amax / 448, 1e-4f))))` (lines 677-679: a power of two, so
+SM90's bf16 read and SM100's e8m0 read of it are exact; an all-zero tile gets 2^-13); each code is
+`__nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, E4M3)`, a true division rounded to nearest even
+(`quantization/w8a8/fp8/nvidia/quant_utils.cuh` lines 238-239). FlashMLA's own reference quantizer
+(`tests/quant.py` lines 18, 44, 49) computes the same. vLLM releases before PR #49435 (mid 2026) stored the raw
+`fmaxf(amax / 448, FLT_MIN)` instead: a pool written by such a vLLM holds other scale bytes, and kernelgen
+follows the current rule only.
+
 **`fp8_v41`, `fp4_v41` and their `_interleaved` arrangements: DeepSeek-V4.1's main-KV records** as SGLang
 0.5.23 writes them (its wheel: `sglang/kernels/ops/attention/dsv4/kv_layout.py` lines 18-112, mirrored by
 `sglang/kernels/jit/include/sgl_kernel/deepseek_v4/kv_layout.cuh` lines 18-151; the fused writer

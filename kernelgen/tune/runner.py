@@ -85,7 +85,7 @@ def compile_candidates(variants: list[Variant], candidates: list[list[Launch]], 
             build([v] * len(singles), toolchain, archs, cache_dir, jobs, launch_plans=singles, progress=progress)
         except BuildError:
             pass
-        planned = plan_builds([v] * len(singles), toolchain, archs, singles)
+        planned = plan_builds([v] * len(singles), toolchain, archs, singles, cache_dir=cache_dir)
         bad = {p.launch_plan.configs[0] for p in planned if not is_published(artifact_for(p, kernels_dir(cache_dir)))}
         for c in cands:
             if c.instance in bad:
