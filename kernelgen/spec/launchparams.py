@@ -55,8 +55,12 @@ class LaunchParam:
 
 
 def _vec_values(v: VariantLike) -> tuple[object, ...]:
+    """16- and 8-byte loads; 4-byte loads too where the row is not a multiple of 128 dims (MLA's 576, a 192-dim
+    q_pe head): there the wider loads leave few threads per token (576 = 9 x 64 allows at most 64 dims per step),
+    and the narrow ones let 32 or 64 threads share a short decode row."""
     widest = 16 // v.elem_bytes
-    return tuple(x for x in (widest, widest // 2) if x >= 2)
+    narrow = (widest // 4,) if v.head_dim % 128 else ()
+    return tuple(x for x in (widest, widest // 2, *narrow) if x >= 2)
 
 
 def _tokens_per_block(space_point: Mapping[str, object]) -> int:
