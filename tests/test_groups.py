@@ -492,6 +492,55 @@ def test_a_joint_pool_s_halves_take_k_and_v_and_nothing_else() -> None:
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize("name, elem", [("llama3_8b_vllm_bf16", 2), ("llama3_8b_vllm_fp8", 1)])
+def test_a_packed_pool_holds_k_then_v_in_every_cell_as_vllm_indexes_it(name: str, elem: int) -> None:
+    """kv_pool: packed is vLLM's cache [num_blocks, block_size, num_kv_heads, 2 x head_size] (vllm 0.34
+    v1/kv_cache_interface.py, the backends' kv_cache.split(head_size, dim=-1)): K of (block b, slot n, head h) at
+    element b*stride + n*(H*2D) + h*2D + d, V at the same + D. The reference writes K's records and V's, each leaving
+    the other's alone; halves() views vLLM's typed tensor as the two uint8 caches without a copy."""
+    g = resolve_group(SPEC.group(name))
+    k, v = g.member("k"), g.member("v")
+    lay = layout_of(k)
+    record = 128 * elem
+    assert (lay.pool_record, lay.page_stride, lay.page_bytes) == (record, 16 * 8 * 2 * record, 16 * 8 * 2 * record - record)
+    assert [f.stride for f in lay.fields] == [2 * record]
+    manifest = layout_json(lay)
+    assert manifest["pool"] == "packed" and manifest["pool_record"] == record
+    inputs = group_inputs(g, 40, 6, "cpu", seed=5)
+    kc, vc = inputs["k_cache"], inputs["v_cache"]
+    assert kc.stride(0) == vc.stride(0) == lay.page_stride and vc.data_ptr() - kc.data_ptr() == record
+    pool = kc._base
+    typed = pool.view(pool.shape[0], 16, 8, 2, record)  # vLLM's cell: [K | V] bytes of one (slot, head)
+    for role, member in (("k", k), ("v", v)):
+        before = typed.clone()
+        mine = member_inputs(g, role, inputs)
+        reference.store(member, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"],
+                        mine["kvcache"], scale=mine.get("scale"))
+        other = 1 if role == "k" else 0
+        assert torch.equal(typed[..., other, :], before[..., other, :]), role  # the other cache's records untouched
+    written = reference.written_rows(k, inputs["out_loc"], inputs["positions"], inputs["freqs"], kc)
+    slots = inputs["out_loc"][written]
+    got_k = pages_of(k).decode(kc, slots, member_inputs(g, "k", inputs).get("scale"))
+    assert bool(got_k.isfinite().all())
+    if elem == 2:  # bf16: the decoded rows are the cell's first D values as vLLM reads them
+        cells = pool.view(torch.bfloat16).view(pool.shape[0], 16, 8, 256)
+        assert torch.equal(got_k, cells[slots // 16, slots % 16, :, :128].float())
+        assert torch.equal(pages_of(v).decode(vc, slots), cells[slots // 16, slots % 16, :, 128:].float())
+    vllm = torch.zeros(3, 16, 8, 256, dtype=torch.bfloat16 if elem == 2 else torch.uint8)  # as vLLM allocates it
+    halves = pages_of(k).halves(vllm)
+    assert [h.data_ptr() - vllm.data_ptr() for h in halves] == [0, record]
+    assert pages_of(k).allocate(3).shape == (3, lay.page_stride)
+    with pytest.raises(ValueError, match=r"a packed K/V pool's pages are \d+ B"):
+        pages_of(k).halves(vllm[:, :8])
+    checker = GroupChecker(g, default_plan(g))
+    args = {a: t for a, t in inputs.items() if a != "qkv"}
+    alone = torch.zeros(kc.shape, dtype=torch.uint8)  # a contiguous cache of the half's size: not a pool's half
+    with pytest.raises(LayoutMismatch, match=r"k_cache must be one half of a packed K/V pool uint8 \[num_pages, "
+                                             rf"{lay.page_stride}\]"):
+        checker.check({**args, "k_cache": alone})
+
+
+@pytest.mark.pure
 def test_a_joint_pool_half_is_checked_by_its_page_stride_in_the_symbol_s_words() -> None:
     """A contiguous cache (its own pool) passed to a joint member is refused: the check names the pool's shape and
     the page stride; the C++ symbol renders the same words and condition."""

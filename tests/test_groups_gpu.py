@@ -390,3 +390,75 @@ def test_a_typed_joint_pool_is_passed_whole_as_kv_cache(session_cache: Path) -> 
     op(**rest, kv_cache=typed)
     for role in g.roles:
         assert torch.equal(inputs[g.names(role)["kvcache"]], wanted[role]), role
+
+
+@pytest.mark.parametrize("name", ["llama3_8b_vllm_bf16", "llama3_8b_vllm_fp8"])
+def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str) -> None:
+    """A consumer of kv_pool: packed: the group called as vLLM would call it (kv_cache = vLLM's one tensor
+    [num_blocks, block_size, Hkv, 2 x D], bf16 or uint8 fp8) writes the pool the reference writes (K's records then
+    V's, into one copy of the pool); paged decode attention reading K and V the way vLLM's backends do
+    (kv_cache.split(D, dim=-1), fp8 codes times k_scale / v_scale) over the kernel's pool equals attention over the
+    reference's pool, and is close to attention over the unquantized rows."""
+    import torch
+    import torch.nn.functional as F
+
+    from kernelgen.measure import reference
+
+    g = next(g for g in GROUPS if g.name == name)
+    op = group_op(g, session_cache)
+    lengths, page, d, hq, hkv = [37, 16, 1, 90], 16, 128, 32, 8
+    pages_per = [-(-n // page) for n in lengths]
+    num_pages = sum(pages_per) + 3
+    table = torch.randperm(num_pages, device="cuda")[:sum(pages_per)].split(pages_per)
+    positions = torch.cat([torch.arange(n, device="cuda") for n in lengths])
+    out_loc = torch.cat([t[torch.arange(n, device="cuda") // page] * page + torch.arange(n, device="cuda") % page
+                         for t, n in zip(table, lengths)])
+    n = int(positions.numel())
+    v_ = op.variant_for(n)
+    inputs = group_inputs(v_, n, num_pages, "cuda", seed=21)
+    inputs["positions"], inputs["out_loc"] = positions, out_loc
+    fp8 = g.member("k").store != "bf16"
+    for role in ("k", "v"):
+        if g.names(role)["scale"] in inputs:
+            inputs[g.names(role)["scale"]].fill_(float(inputs[role].float().abs().max()) * 1.5 / 448)
+    pool = inputs["k_cache"]._base  # uint8 [num_pages, page_stride]: vLLM's tensor, as bytes
+    want = pool.clone()
+    halves = op.layouts["k"].halves(want)
+    for role, half in zip(("k", "v"), halves):
+        mine = member_inputs(v_, role, inputs)
+        reference.store(v_.member(role), mine["x"], mine["weight"], mine["freqs"], mine["positions"],
+                        mine["out_loc"], half, 1e-6, None, scale=mine["scale"])
+    typed = pool.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, 2 * d)
+    rest = {k: t for k, t in inputs.items() if k not in ("q", "k", "v", "k_cache", "v_cache")}
+    op(**rest, kv_cache=typed)
+    assert torch.equal(pool, want)
+
+    def vllm_kv(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V rows of the written slots [N, Hkv, D] float32, read as vLLM's attention reads the cache."""
+        cells = cache.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, 2 * d)
+        k, v = cells[out_loc // page, out_loc % page].split(d, dim=-1)
+        if not fp8:
+            return k.float(), v.float()
+        ks, vs = (float(inputs[g.names(r)["scale"]]) for r in ("k", "v"))
+        return k.view(torch.float8_e4m3fn).float() * ks, v.view(torch.float8_e4m3fn).float() * vs
+
+    q = op.layouts["q"].decode(inputs["q_out"], torch.arange(n, device="cuda"))
+
+    def attend(k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        outs, start = [], 0
+        for length in lengths:
+            kk = k[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
+            vv = v[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
+            outs.append(F.scaled_dot_product_attention(q[start + length - 1][None, :, None], kk, vv)[0, :, 0])
+            start += length
+        return torch.stack(outs)
+
+    out_kernel, out_reference = attend(*vllm_kv(pool)), attend(*vllm_kv(want))
+    assert torch.equal(out_kernel, out_reference)
+    exact = {}
+    for role in ("k", "v"):
+        mv, mine = v_.member(role), member_inputs(v_, role, inputs)
+        exact[role] = reference.rows(mv.row_variant, mine["x"].reshape(n * hkv, d), mine["weight"], mine["freqs"],
+                                     mine["positions"].repeat_interleave(hkv), 1e-6).reshape(n, hkv, d)
+    ideal = attend(exact["k"], exact["v"])
+    assert float((out_kernel - ideal).norm() / ideal.norm()) < (0.1 if fp8 else 0.02)

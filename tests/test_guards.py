@@ -27,6 +27,7 @@ VIOLATIONS: dict[str, Variant] = {
     "token_slots_one_per_page": Variant("g_token_slots_one_per_page", slots="token", page_size=16),
     "hnd_needs_pages": Variant("g_hnd_needs_pages", heads=4, slots="token", page_size=1, kv_layout="hnd"),
     "joint_pool_needs_pages": Variant("g_joint_pool_needs_pages", heads=4, slots="token", page_size=1, kv_pool="joint"),
+    "packed_pool_needs_one_record": Variant("g_packed_pool_needs_one_record", kv_pool="packed", store="fp8_e4m3"),
     "rope_then_norm_needs_both": Variant("g_rope_then_norm_needs_both", norm="none", norm_order="rope_then_norm"),
     "round_needs_quantized_store": Variant("g_round_needs_quantized_store", round_through_bf16=True),
     "flashmla_shape": Variant("g_flashmla_shape", head_dim=256, store="fp8_flashmla"),

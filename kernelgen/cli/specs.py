@@ -87,7 +87,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _print_layout(v: Variant) -> None:
     lay = layout_of(v)
     out.print(f"\n{v.name}: {lay.store}, {lay.bytes_per_token} B/token, page_size {lay.page_size}, "
-              f"page {lay.page_bytes} B (cache = uint8 [num_pages, {lay.page_bytes}]); slot s -> page s // "
+              f"page {lay.page_bytes} B (cache = {lay.pool_words()}); slot s -> page s // "
               f"{lay.page_size}, off s % {lay.page_size}", markup=False)
     for f in lay.fields:
         out.print(f"  {f.name:<7} token off at byte {f.base} + off*{f.stride}, {f.size} B: {f.what}", markup=False)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ..layout.layout import Layout
 from ..spec.formats import format_of
 from ..spec.norms import NORMS
-from ..spec.pages import SLOT_SOURCES
+from ..spec.pages import POOL_SHARES, SLOT_SOURCES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 # Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
@@ -144,11 +144,17 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
                               f"{n('kvcache')} rows are {{got}} bytes but {v.name} writes {page}-byte "
                               f"pages ({layout.describe()}); allocate the pool with this variant's "
                               "layout or pick the variant matching the pool", value=page))
-        if layout.joint:  # a half of [num_pages, 2, page]: pages 2 * page bytes apart, not contiguous
+        if layout.joint and POOL_SHARES[layout.pool].packed:  # a view of [num_pages, stride]: records alternate
+            cache[2] = Check(n("kvcache"), "pool_half",
+                             f"{n('kvcache')} must be one half of a packed K/V pool uint8 [num_pages, "
+                             f"{layout.page_stride}] (op.layout.halves(pool): {page} bytes of each "
+                             f"{layout.page_stride}-byte page, the V half {layout.pool_record} bytes after the K half; "
+                             "op.layout.allocate(num_pages) makes the pool)", value=layout.page_stride)
+        elif layout.joint:  # a half of [num_pages, 2, page]: pages 2 * page bytes apart, not contiguous
             cache[2] = Check(n("kvcache"), "pool_half",
                              f"{n('kvcache')} must be one half of a joint K/V pool uint8 [num_pages, 2, {page}] "
-                             f"(pool[:, 0] or pool[:, 1]: pages {2 * page} bytes apart, each contiguous; "
-                             "op.layout.allocate(num_pages) makes the pool)", value=2 * page)
+                             f"(pool[:, 0] or pool[:, 1]: pages {layout.page_stride} bytes apart, each contiguous; "
+                             "op.layout.allocate(num_pages) makes the pool)", value=layout.page_stride)
     if format_of(v).global_scale:
         cache += _tensor("scale", ("float32",), (1,), 4, n=n,
                          message=f"{n('scale')} must be float32 [1], {format_of(v).scale_words} of {v.store}")

@@ -22,6 +22,7 @@ def _warp_stages(threads_per_token: int) -> int:
 
 _UNQUANTIZED = [fmt for fmt in FORMATS.values() if not fmt.quantized]
 _QUANTIZED = ", ".join(name for name, fmt in FORMATS.items() if fmt.quantized)
+_ONE_RECORD = [fmt for fmt in FORMATS.values() if len(fmt.arrangement.regions) == 1]  # every field in one record
 
 _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
@@ -57,6 +58,11 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kJointPool || !kTokenSlots",
           "kv_pool: joint writes one half of a paged K/V pool [num_pages, 2, page]; a dense output (slots: token) "
           "is no pool: drop kv_pool or use slots: out_loc", axes=('kv_pool', 'slots')),
+    Guard("packed_pool_needs_one_record", lambda v: not POOL_SHARES[v.kv_pool].packed
+          or len(FORMATS[v.store].arrangement.regions) == 1,
+          "!kPackedPool || " + " || ".join(f"kStore == {fmt.cpp_enum}" for fmt in _ONE_RECORD),
+          f"kv_pool: packed alternates K and V records in each cell, so every field of a record must be in it: use a "
+          f"one-record store ({', '.join(fmt.name for fmt in _ONE_RECORD)})", axes=('kv_pool', 'store')),
     Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (NORMS[v.norm].weight and v.rope_dim > 0),
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "

@@ -16,7 +16,7 @@ from ..layout.layout import Layout, layout_of
 from ..spec.formats import device_constants, format_of
 from ..spec.launchparams import COMPILED
 from ..spec.norms import NORMS
-from ..spec.pages import SLOT_SOURCES
+from ..spec.pages import POOL_SHARES, SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
@@ -122,6 +122,8 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "hnd": _cpp_bool(layout.hnd),
         "page_bytes": layout.page_bytes,
         "joint_pool": _cpp_bool(layout.joint),
+        "packed_pool": _cpp_bool(POOL_SHARES[layout.pool].packed),
+        "page_stride": layout.page_stride,
         "store_align": layout.store_align,
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],
         **_field_constants(layout),

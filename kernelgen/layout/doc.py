@@ -82,6 +82,18 @@ the same (64 B of e2m1 pairs, low nibble first, then 4 UE8M0 bytes per token): v
 0.75, 1.75 and 3.5 up where `fp4_e2m1` (the DeepSeek serving layout) rounds them down, and floors
 amax at 6 x 2^-126 instead of 1e-4. It would be a format of its own, not a duplicate.
 
+**`kv_pool: packed`: vLLM's K/V cache of GQA models** (vLLM 0.34.0: `v1/kv_cache_interface.py` lines 596-601,
+`v1/kv_cache_layout.py` lines 23-28, `v1/attention/backends/utils.py` lines 229-236). One tensor per layer,
+`[num_blocks, block_size, num_kv_heads, 2 x head_size]` in the default LBNHC order (slot outside head; the
+FlashInfer backend on compute capability 10 asks for the heads-major HBNC order, `kv_layout: hnd`): each
+(slot, head) cell holds K's head_size values, then V's, no padding inside a cell; every backend splits it with
+`kv_cache.split(head_size, dim=-1)` (e.g. `flash_attn.py` line 1291), K first. The writer is
+`reshape_and_cache_flash` on the two split views (`flash_attn.py` lines 1490-1499; `csrc/cache_kernels.cu` reads
+`key_cache.stride(2)` = 2 x head_size, line 981), fp8 codes of `RN(v / k_scale)` (store `fp8_scaled_divided`).
+In kernelgen a packed member writes records 2 x record bytes apart; K's cache is the pool's pages from byte 0, V's
+from byte `record` (`op.layouts["k"].halves(pool)`, or `kv_cache=pool` to a launch group): each view spans a page
+less one record, and the pool's page stride is checked in the symbol.
+
 **`fp8_ds_mla`: FlashMLA-sparse's DeepSeek-V3.2 MLA record as vLLM writes it** (vLLM 0.34.0,
 `csrc/cache_kernels.cu` `concat_and_cache_ds_mla_kernel`, lines 660-700). 656 B per token: bytes 0..511 the
 e4m3 codes of the 512 latent dims (tile t = dims 128t..128t+127), bytes 512..527 four float32 tile scales,
@@ -133,7 +145,7 @@ def variant_section(v: Variant) -> str:
     heads = f", {lay.heads} heads (records per page: {lay.records_per_page})" if lay.heads > 1 else ""
     lines = [f"## `{v.name}`", "",
              f"{lay.store}, head_dim {lay.head_dim}{heads}: {lay.bytes_per_token} B/token, page_size {lay.page_size}, "
-             f"page {lay.page_bytes} B (`uint8 [num_pages, {lay.page_bytes}]`)", "",
+             f"page {lay.page_bytes} B ({lay.pool_words()})", "",
              "| field | encoding | base | stride | size | what |", "|---|---|---|---|---|---|"]
     lines += [f"| {f.name} | {f.encoding} | {f.base} | {f.stride} | {f.size} | {f.what} |" for f in lay.fields]
     lines += ["", "| bytes | content |", "|---|---|"]
@@ -154,4 +166,5 @@ def layout_json(lay: Layout) -> dict[str, object]:
                     "what": f.what} for f in lay.fields],
         "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
     } | ({"heads": lay.heads} if lay.heads > 1 else {}) | ({"arrangement": RECORD_ORDERS[lay.order].label} if lay.hnd else {}) \
-        | ({"pool": lay.pool, "page_stride": lay.page_stride} if lay.joint else {})  # absent: NHD, separate pools
+        | ({"pool": lay.pool, "page_stride": lay.page_stride} if lay.joint else {}) \
+        | ({"pool_record": lay.pool_record} if lay.pool_record else {})  # absent: NHD, separate pools

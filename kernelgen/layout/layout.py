@@ -49,15 +49,19 @@ class Layout:
     hnd_heads: int = 0  # a heads-major record order with this many heads (spec/pages.py RECORD_ORDERS), else 0
     order: str = "nhd"  # the page's record order (kv_layout, spec/pages.py RECORD_ORDERS)
     pool: str = "separate"  # how many caches share the pages (kv_pool, spec/pages.py POOL_SHARES)
+    pool_page: int = 0  # bytes from one page of the cache to the next where others share the pool (0: page_bytes)
+    pool_record: int = 0  # a packed pool's record bytes: the next cache's record starts this far after this one's
 
     @property
     def page_stride(self) -> int:
-        """Bytes from one page of the cache to the next (a joint pool interleaves the K and V pages)."""
-        return self.page_bytes * POOL_SHARES[self.pool].caches
+        """Bytes from one page of the cache to the next (a joint pool interleaves the K and V pages, a packed one
+        their records: a page spans page_bytes of its pool page)."""
+        return self.pool_page or self.page_bytes
 
     @property
     def joint(self) -> bool:
-        """The cache is one half of a pool [num_pages, 2, page_bytes] (kv_pool: joint)."""
+        """The cache is one part of a shared pool (kv_pool: joint or packed): a view whose pages are page_stride
+        bytes apart."""
         return POOL_SHARES[self.pool].joint
 
     @property
@@ -89,11 +93,22 @@ class Layout:
             return n & -n if n else 16
 
         value_fields = [f for f in self.fields if f.encoding in ("bf16", "fp16", "e4m3", "e2m1x2")]
-        return min([16, low_bit(self.page_bytes)] + [min(low_bit(f.base), low_bit(f.stride)) for f in value_fields])
+        return min([16, low_bit(self.page_bytes), low_bit(self.page_stride), low_bit(self.pool_record)]
+                   + [min(low_bit(f.base), low_bit(f.stride)) for f in value_fields])
 
     @property
     def written_bytes_per_token(self) -> int:
         return sum(f.size for f in self.fields) * self.heads
+
+    def pool_words(self) -> str:
+        """The tensor a pool allocator makes for this cache, in words (its own, or its part of a shared pool)."""
+        share = POOL_SHARES[self.pool]
+        if share.packed:
+            return (f"the first {self.page_bytes} B of each page of a packed pool uint8 [num_pages, {self.page_stride}]"
+                    f" (K's view; V's starts {self.pool_record} B later)")
+        if share.joint:
+            return f"one half of a joint pool uint8 [num_pages, {share.caches}, {self.page_bytes}]"
+        return f"uint8 [num_pages, {self.page_bytes}]"
 
     def describe(self) -> str:
         order = RECORD_ORDERS[self.order].label if self.hnd else ""
@@ -189,8 +204,12 @@ def layout_of(v: Variant) -> Layout:
         page_bytes = _round_up(cursor, records[fmt.arrangement.page_multiple_of])
     fields = tuple(placed[f.name] for f in sized.values())
     segments = tuple(Segment(part, *part_dims(part, v)) for part in fmt.parts)
-    return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, page_bytes, fields, segments,
-                  pool=v.kv_pool)
+    share = POOL_SHARES[v.kv_pool]
+    span, stride, factor = share.place(page_bytes, records[0])
+    if factor > 1:  # a packed pool: the caches' records alternate (a guard keeps it to one-region formats)
+        fields = tuple(replace(f, stride=f.stride * factor) for f in fields)
+    return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, span, fields, segments, pool=v.kv_pool,
+                  pool_page=stride if share.joint else 0, pool_record=records[0] if share.packed else 0)
 
 
 def hnd_heads(v: Variant) -> int:

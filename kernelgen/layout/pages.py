@@ -22,12 +22,47 @@ class Pages(Layout):
         return cls(**{f.name: getattr(layout, f.name) for f in fields(Layout)})
 
     def allocate(self, num_pages: int, device: object = "cpu") -> torch.Tensor:
-        """A zeroed pool of num_pages pages: uint8 [num_pages, page_bytes], or for a joint K/V pool
-        (kv_pool: joint) [num_pages, 2, page_bytes], whose halves (pool_halves) are the K and V caches."""
+        """A zeroed pool of num_pages pages: uint8 [num_pages, page_bytes]; for a joint K/V pool (kv_pool: joint)
+        [num_pages, 2, page_bytes], for a packed one (kv_pool: packed) [num_pages, page_stride]: its halves
+        (`halves(pool)`) are the K and V caches."""
         import torch
 
-        return torch.zeros(POOL_SHARES[self.pool].pool_shape(num_pages, self.page_bytes), dtype=torch.uint8,
-                           device=device)
+        return torch.zeros(POOL_SHARES[self.pool].pool_shape(num_pages, self.page_bytes, self.page_stride),
+                           dtype=torch.uint8, device=device)
+
+    def halves(self, pool: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K and V caches of a shared pool of any dtype, as uint8 views (never copies): a joint pool's
+        pool[:, 0] and pool[:, 1] (pool_halves); a packed pool's (vLLM's [num_blocks, block_size, heads,
+        2 x head_size]) two views of its pages, the V one starting one record after the K one."""
+        if not POOL_SHARES[self.pool].packed:
+            return pool_halves(pool)
+        import torch
+
+        if not isinstance(pool, torch.Tensor) or pool.dim() < 2:
+            got = f"{list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
+            raise ValueError(f"a packed K/V pool must be a tensor [num_pages, ...] ({self.page_stride} B a page), "
+                             f"got {got}")
+        try:
+            rows = pool.view(pool.shape[0], -1).view(torch.uint8)
+        except RuntimeError as e:
+            raise ValueError(f"a packed K/V pool's pages must each be contiguous (viewed, never copied), got strides "
+                             f"{list(pool.stride())}") from e
+        if rows.shape[1] != self.page_stride:
+            raise ValueError(f"a packed K/V pool's pages are {self.page_stride} B ({self.describe()}), got "
+                             f"{rows.shape[1]} B pages ({list(pool.shape)} {pool.dtype})")
+        record = self.pool_record
+        return rows[:, :self.page_bytes], rows[:, record:record + self.page_bytes]
+
+    def foreign(self, cache: torch.Tensor) -> torch.Tensor | None:
+        """bool, shaped like cache (this cache's view of a packed pool): the bytes of the other caches' records
+        that the view spans (None where it spans none of theirs)."""
+        if not POOL_SHARES[self.pool].packed:
+            return None
+        import torch
+
+        cols = torch.arange(cache.shape[-1], device=cache.device)
+        mine = (cols % (self.page_stride // (self.page_size * self.heads))) < self.pool_record
+        return (~mine).expand_as(cache)
 
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Stored rows at slots out_loc back to float32 [N, head_dim], or [N, heads, head_dim] with several

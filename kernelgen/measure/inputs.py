@@ -7,6 +7,7 @@ from ..codegen.checks import used_args
 from ..codegen.launch import resolve
 from ..codegen.render import Member, members
 from ..layout.layout import layout_of
+from ..layout.pages import pages_of
 from ..spec.formats import format_of
 from ..spec.group import Group
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
@@ -71,15 +72,15 @@ def random_cache(v: Variant, num_pages: int, g: torch.Generator, device: object 
     import torch
 
     layout = layout_of(v)
-    shape = (num_pages, 2, layout.page_bytes) if layout.joint else (num_pages, layout.page_bytes)
+    shape = POOL_SHARES[layout.pool].pool_shape(num_pages, layout.page_bytes, layout.page_stride)
     return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8, device=device)
 
 
 def _on(device: str, v: Variant, tensors: dict[str, Any]) -> dict[str, Any]:
-    """tensors moved to device; a joint pool (random_cache) then viewed as its V half (moving a view would copy)."""
+    """tensors moved to device; a shared pool (random_cache) then viewed as its V half (moving a view would copy)."""
     out = {k: (t.to(device) if t is not None else None) for k, t in tensors.items()}
     if layout_of(v).joint:
-        out["kvcache"] = out["kvcache"][:, 1]
+        out["kvcache"] = pages_of(v).halves(out["kvcache"])[1]
     return out
 
 
@@ -192,10 +193,14 @@ def _packed(ms: list[Member], per: list[dict[str, Any]], device: str) -> dict[st
             if arg in used:
                 out[arg] = shared[arg]
     out = {k: (t.to(device) if t is not None else None) for k, t in out.items()}
-    joint = [m.names["kvcache"] for m in ms if POOL_SHARES[m.variant.kv_pool].joint]
-    if len(joint) == 2 and out[joint[0]].shape == out[joint[1]].shape:  # K and V: the two halves of one pool
-        pool = torch.stack([out[joint[0]], out[joint[1]]], dim=1)
-        out[joint[0]], out[joint[1]] = pool[:, 0], pool[:, 1]
+    joint = [m for m in ms if POOL_SHARES[m.variant.kv_pool].joint]
+    if len(joint) == 2 and out[joint[0].names["kvcache"]].shape == out[joint[1].names["kvcache"]].shape:
+        k, v = (m.names["kvcache"] for m in joint)  # K and V: the two halves of one pool
+        if POOL_SHARES[joint[0].variant.kv_pool].packed:  # each a view of its own random pool: one pool's halves
+            out[k], out[v] = pages_of(joint[0].variant).halves(out[k]._base)
+        else:
+            pool = torch.stack([out[k], out[v]], dim=1)
+            out[k], out[v] = pool[:, 0], pool[:, 1]
     col = 0
     for m in ms:  # each member's input: its columns of the packed qkv (no copy)
         width = m.variant.heads * m.variant.head_dim

@@ -18,7 +18,7 @@ from ..codegen.launch import LaunchPlan, resolve
 from ..codegen.render import Member, group_args, group_checks, members
 from ..errors import LayoutMismatch
 from ..layout.layout import Layout
-from ..layout.pages import Pages, pages_of, pool_halves
+from ..layout.pages import Pages, pages_of
 from ..spec.group import Group
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
 from ..spec.variant import Variant
@@ -194,7 +194,9 @@ class Op:
         self.function = module[self.variant.name]
         self.config_function = module[f"{self.variant.name}_config"]
         self.debug = knobs.debug()  # read once: the call path reads no environment
-        self.joint = [m.role for m in self.members if POOL_SHARES[m.variant.kv_pool].joint] == ["k", "v"]
+        # K and V that share one pool (kv_pool: joint or packed, the same in both): kv_cache= passes the pool
+        self.joint = [m.role for m in self.members if POOL_SHARES[m.variant.kv_pool].joint] == ["k", "v"] and \
+            self.layouts["k"].pool == self.layouts["v"].pool
         # the members that write at out_loc's slots: their outputs' names (debug mode's duplicate-slot check)
         self.slotted = tuple(m.names["kvcache"] for m in self.members if SLOT_SOURCES[m.variant.slots].reads_out_loc)
         self._conventions(self.members)
@@ -262,9 +264,9 @@ class Op:
         if pool is not None:
             if not self.joint:
                 raise LayoutMismatch(f"{self.variant.name}: kv_cache= is for K and V caches that are one pool "
-                                     "(kv_pool: joint); pass k_cache= and v_cache=")
+                                     "(kv_pool: joint or packed); pass k_cache= and v_cache=")
             try:
-                halves = pool_halves(pool)
+                halves = self.layouts["k"].halves(pool)
             except ValueError as e:
                 raise LayoutMismatch(f"{self.variant.name}: kv_cache: {e}") from None
             outputs = {m.role: m.names["kvcache"] for m in self.members}

@@ -4,8 +4,9 @@
 A stored record is head h of the token in slot s (record s * heads + h). Three choices place it, each an entry
 here: where slots come from (`slots`: a paged cache addressed by out_loc, or a dense output whose row t is token
 t's), how a page orders its records (`kv_layout`: [page_size, heads, record] NHD or [heads, page_size, record]
-HND), and how many caches share a page's address range (`kv_pool`: a cache of its own, or one half of a joint
-K/V pool [num_pages, 2, page] whose pages are two pages apart). Every stage reads these axes from here: the
+HND), and how many caches share a page's address range (`kv_pool`: a cache of its own, one half of a joint
+K/V pool [num_pages, 2, page] whose pages are two pages apart, or one half of a packed pool whose cells hold a
+K record then a V record, vLLM's [num_blocks, block_size, heads, 2 x head_size]). Every stage reads these axes from here: the
 spec language's values, generated variant names, the layout arithmetic and the torch page I/O
 (layout/layout.py, layout/pages.py), the layout docs, the argument checks, the renderer's device flags, the
 launch group's argument names and the test inputs. Adding a value is an entry here plus the device code that
@@ -50,20 +51,40 @@ class RecordOrder:
 
 @dataclass(frozen=True)
 class PoolShare:
-    """How many caches share the pages' address range (`kv_pool`)."""
+    """How many caches share the pages' address range (`kv_pool`), and at what grain they alternate: whole
+    pages (a joint pool [num_pages, 2, page], FlashInfer's paged_kv_cache) or records (a packed pool whose every
+    (slot, head) cell holds the K record, then the V record: vLLM's [num_blocks, block_size, heads, 2 x head_size])."""
 
     name: str
     short: str
-    caches: int  # the caches whose pages alternate: page p of one is `caches` pages after page p - 1
+    caches: int  # the caches sharing the pool
     describe: str  # the layout's words for it ("" for a cache of its own)
+    grain: str = "page"  # "page": page p of one cache is `caches` pages after page p - 1; "record": cells alternate
 
     @property
     def joint(self) -> bool:
-        """The device flag kJointPool: the cache is one of `caches` halves of a pool [num_pages, caches, page]."""
+        """The cache is one of `caches` parts of a pool (the device reads pages page_stride bytes apart)."""
         return self.caches > 1
 
-    def pool_shape(self, num_pages: int, page_bytes: int) -> tuple[int, ...]:
+    @property
+    def packed(self) -> bool:
+        """The caches alternate record by record inside each page (their records are `caches` records apart)."""
+        return self.joint and self.grain == "record"
+
+    def place(self, page_bytes: int, record: int) -> tuple[int, int, int]:
+        """(page bytes one cache's page spans, bytes from page to page, record stride factor) for a cache of
+        page_bytes-byte pages of `record`-byte records laid out alone (pure)."""
+        if not self.joint:
+            return page_bytes, page_bytes, 1
+        if not self.packed:
+            return page_bytes, page_bytes * self.caches, 1
+        stride = page_bytes * self.caches
+        return stride - (self.caches - 1) * record, stride, self.caches
+
+    def pool_shape(self, num_pages: int, page_bytes: int, page_stride: int) -> tuple[int, ...]:
         """The shape of the uint8 tensor holding the pool."""
+        if self.packed:
+            return (num_pages, page_stride)
         return (num_pages, self.caches, page_bytes) if self.joint else (num_pages, page_bytes)
 
 
@@ -78,4 +99,6 @@ RECORD_ORDERS: dict[str, RecordOrder] = {o.name: o for o in (
 POOL_SHARES: dict[str, PoolShare] = {p.name: p for p in (
     PoolShare("separate", "separate", caches=1, describe=""),
     PoolShare("joint", "joint", caches=2, describe="one half of a joint K/V pool"),
+    PoolShare("packed", "packed", caches=2, describe="one half of a packed K/V pool (each cell K then V)",
+              grain="record"),
 )}
