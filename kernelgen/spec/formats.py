@@ -190,6 +190,8 @@ def device_constants(fmt: StoreFormat, v: Variant) -> dict[str, object]:
     bf16), the dims per scale, the least UE8M0 exponent and whether codes divide by the scale."""
     first = fmt.parts[0]
     begin, end = part_dims(first, v)
+    if begin != 0:  # the encoders quantize dims [0, kQuantDims): a format whose first part starts later needs one
+        raise ValueError(f"store format {fmt.name}: its first part ({first.field}) must start at dim 0, got {begin}")
     return {"encoder": ENCODERS[first.rule], "quant_dims": end - begin, "scale_group": first.group or 1,
             "scale_min_exp": SCALE_FLOOR_EXP if first.scale == "ue8m0_scale_floor" else NO_MIN_EXP,
             "scale_divided": first.scale == "e4m3_divided",
