@@ -152,6 +152,16 @@ def written_mask(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> 
     return mask
 
 
+def changed_outside(layout: Layout, cache: torch.Tensor, poison: torch.Tensor, out_loc: torch.Tensor) -> int:
+    """Bytes of cache that differ from poison outside the records written at out_loc's valid slots (a packed
+    pool's view also spans the other cache's records: theirs to check, so they are left out here)."""
+    mask = written_mask(layout, cache, out_loc)
+    foreign = Pages.of(layout).foreign(cache)
+    if foreign is not None:
+        mask = mask | foreign
+    return int(((cache != poison.to(cache.device)) & ~mask).sum())
+
+
 def read_fields(layout: Layout, cache: torch.Tensor, out_loc: torch.Tensor) -> dict[str, torch.Tensor]:
     """Gather each field's bytes for the given slots: name -> uint8 [N, size] (invalid slots read as zeros)."""
     import torch

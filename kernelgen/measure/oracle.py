@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 # Only byte positions come from the library: the arithmetic below is written from the math and
 # deliberately shares nothing with measure/reference.py or layout/codec.py (see docs/oracle.md).
 from ..layout.layout import Layout, layout_of, row_layout
-from ..layout.pages import read_fields, split_heads, written_mask
+from ..layout.pages import changed_outside, read_fields, split_heads
 from ..spec.formats import Part, format_of
 from ..spec.group import Group
 from ..spec.norms import NORMS
@@ -652,8 +652,7 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
         g = 1.0 / s if format_of(v).scale_divides else g  # RN(v / s): one rounding of v x (1 / s)
         values = _times(values, float(g))
     checks, scale_tol = _check_fields(layout, values, read_fields(layout, cache, out_loc[keep]))
-    outside = 0 if poison is None else int(((cache != poison.cpu()) & ~written_mask(layout, cache, torch.where(
-        keep, out_loc, -1))).sum())
+    outside = 0 if poison is None else changed_outside(layout, cache, poison, torch.where(keep, out_loc, -1))
     amax = rows.value.abs().amax(-1).clamp_min(1e-30)
     window = float((width.amax(-1) / amax).max()) if keep.any() else 0.0
     return OracleReport(v.name, int(keep.sum()), tuple(checks), outside, window, scale_tol)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..codegen.render import members
 from ..layout import codec
 from ..layout.layout import Layout, layout_of, row_layout
-from ..layout.pages import Pages, read_fields, split_heads, written_mask
+from ..layout.pages import Pages, changed_outside, read_fields, split_heads
 from ..spec.group import Group
 from ..spec.variant import Variant
 from . import reference
@@ -62,11 +62,7 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
     layout = layout or layout_of(v)
     keep = reference.written_rows(v, inputs["out_loc"], inputs["positions"], inputs["freqs"], got)
     loc = torch.where(keep, inputs["out_loc"].long(), -1)
-    mask = written_mask(layout, got, loc)
-    foreign = Pages.of(layout).foreign(got)  # a packed pool's view spans the other cache's records: theirs to check
-    if foreign is not None:
-        mask = mask | foreign
-    outside = int(((got != poison) & ~mask).sum())
+    outside = changed_outside(layout, got, poison, loc)
     fg, fw = read_fields(layout, got, loc[keep]), read_fields(layout, want, loc[keep])
     bf16_bad = code_bad = code_far = codes = ue8m0_bad = 0
     scale_ulp = 0
