@@ -212,3 +212,19 @@ def scope(**values: str | None) -> Iterator[None]:
                 os.environ.pop(env, None)
             else:
                 os.environ[env] = old
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file atomically: a temporary file beside path, then a rename. It is created with the mode any new file
+    gets (0666 less the umask), since mkstemp's 0600 would make a rewritten file unreadable to others."""
+    import secrets
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

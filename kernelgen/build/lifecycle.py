@@ -147,8 +147,6 @@ class KeyMemo:
 
     def save(self) -> None:
         import json
-        import os
-        import tempfile
 
         if not self.added:
             return
@@ -156,14 +154,9 @@ class KeyMemo:
         tables = {**dict(list(self.tables.items())[-(self.SALTS - 1):]), self.salt: keys}  # this salt is the newest
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f".{self.FILE}.", delete=False) as tmp:
-                json.dump(tables, tmp, sort_keys=False)
-            os.replace(tmp.name, self.path)  # atomic: readers see the old memo or the new one
+            knobs.write_atomic(self.path, json.dumps(tables))  # atomic: readers see the old memo or the new one
         except OSError:
-            try:
-                os.unlink(tmp.name)
-            except (OSError, UnboundLocalError):
-                pass
+            pass
 
 
 def artifact_for(p: Planned, root: Path) -> Artifact:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
-import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -279,17 +277,7 @@ def carried(found: RecordFile | None, gpu: GpuInfo) -> tuple[dict[str, Record], 
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Atomically: a temp file beside path, then a rename. Created with the mode any new file gets (0666
-    less the umask), as mkstemp's 0600 would make a rewritten record file unreadable to others."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    knobs.write_atomic(path, text)
 
 
 def _json_text(body: dict[str, Any]) -> str:
