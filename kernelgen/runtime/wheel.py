@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
-import os
 import re
 import struct
-import tempfile
 import zipfile
 from pathlib import Path
 
 from .._version import __version__
 from ..errors import KernelgenError
+from ..knobs import write_atomic
 
 # ELF e_machine -> the wheel platform's machine word (the libraries are Linux shared objects from nvcc's host compiler)
 ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
@@ -124,8 +124,9 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def wheel_files(export_dir: Path, name: str, version: str) -> dict[str, bytes]:
-    """Every file of the wheel but RECORD, by its path inside the wheel (pure: reads, writes nothing)."""
+def wheel_files(export_dir: Path, name: str, version: str) -> tuple[dict[str, bytes], str]:
+    """Every file of the wheel but RECORD, by its path inside the wheel, and the wheel's tag (pure: reads, writes
+    nothing)."""
     manifest_path = export_dir / "manifest.json"
     if not manifest_path.is_file():
         raise KernelgenError(f"{export_dir}: no manifest.json; export first (kernelgen export SPEC -o {export_dir})")
@@ -146,32 +147,26 @@ def wheel_files(export_dir: Path, name: str, version: str) -> dict[str, bytes]:
     files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
                                  f"Summary: kernels exported by kernelgen {__version__} for {', '.join(manifest['archs'])}\n"
                                  + "".join(f"Requires-Dist: {r}\n" for r in requires(manifest))).encode()
+    tag = f"py3-none-{elf_platform(libraries)}"
     files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: kernelgen {__version__}\nRoot-Is-Purelib: false\n"
-                              f"Tag: py3-none-{elf_platform(libraries)}\n").encode()
+                              f"Tag: {tag}\n").encode()
     files[f"{info}/top_level.txt"] = f"{dist}\n".encode()
-    return files
+    return files, tag
 
 
 def build_wheel(export_dir: Path, out_dir: Path, name: str, version: str = __version__) -> Path:
     """Write the wheel of an export into out_dir (a temporary name, then renamed: never a half-written wheel)."""
-    files = wheel_files(export_dir, name, check_version(version))
-    dist = dist_name(name)
-    info = f"{dist}-{version}.dist-info"
-    tag = re.search(r"^Tag: (.+)$", files[f"{info}/WHEEL"].decode(), re.M).group(1)  # type: ignore[union-attr]
+    files, tag = wheel_files(export_dir, name, check_version(version))
+    info = f"{dist_name(name)}-{version}.dist-info"
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
     files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
-    target = out_dir / f"{dist}-{version}-{tag}.whl"
-    with tempfile.NamedTemporaryFile(dir=out_dir, prefix=f".{target.name}.", delete=False) as tmp:
-        try:
-            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-                for path in sorted(files):
-                    zi = zipfile.ZipInfo(path, _EPOCH)
-                    zi.external_attr = 0o644 << 16
-                    zi.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(zi, files[path])
-        except BaseException:
-            Path(tmp.name).unlink(missing_ok=True)
-            raise
-    os.replace(tmp.name, target)
-    os.chmod(target, 0o644)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(files):
+            zi = zipfile.ZipInfo(path, _EPOCH)
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(zi, files[path])
+    target = out_dir / f"{dist_name(name)}-{version}-{tag}.whl"
+    write_atomic(target, buffer.getvalue())
     return target
