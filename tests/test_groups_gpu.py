@@ -392,13 +392,15 @@ def test_a_typed_joint_pool_is_passed_whole_as_kv_cache(session_cache: Path) -> 
         assert torch.equal(inputs[g.names(role)["kvcache"]], wanted[role]), role
 
 
-@pytest.mark.parametrize("name", ["llama3_8b_vllm_bf16", "llama3_8b_vllm_fp8"])
+@pytest.mark.parametrize("name", ["llama3_8b_vllm_bf16", "llama3_8b_vllm_fp8", "qwen3_8b_vllm_fp8_pth",
+                                  "qwen3_8b_vllm_int8_pth"])
 def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str) -> None:
     """A consumer of kv_pool: packed: the group called as vLLM would call it (kv_cache = vLLM's one tensor
-    [num_blocks, block_size, Hkv, 2 x D], bf16 or uint8 fp8) writes the pool the reference writes (K's records then
-    V's, into one copy of the pool); paged decode attention reading K and V the way vLLM's backends do
-    (kv_cache.split(D, dim=-1), fp8 codes times k_scale / v_scale) over the kernel's pool equals attention over the
-    reference's pool, and is close to attention over the unquantized rows."""
+    [num_blocks, block_size, Hkv, 2 x D], bf16 or uint8 fp8; with per-token-head scales 2 x (D + 4) bytes) writes
+    the pool the reference writes (K's records then V's, into one copy of the pool); paged decode attention reading
+    K and V the way vLLM's backends do (kv_cache.split(D, dim=-1), fp8 codes times k_scale / v_scale; per-token-head:
+    the cell [K | K scale | V | V scale] as triton_attn.py's strided float32 scale views read it) over the kernel's
+    pool equals attention over the reference's pool, and is close to attention over the unquantized rows."""
     import torch
     import torch.nn.functional as F
 
@@ -428,15 +430,24 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
         mine = member_inputs(v_, role, inputs)
         reference.store(v_.member(role), mine["x"], mine["weight"], mine["freqs"], mine["positions"],
                         mine["out_loc"], half, 1e-6, None, scale=mine["scale"])
-    typed = pool.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, 2 * d)
+    store = g.member("k").store
+    head_scales = store.endswith("_per_token_head")
+    cell = 2 * (d + 4) if head_scales else 2 * d  # elements of one (slot, head) cell, as vLLM allocates it
+    typed = pool.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, cell)
     rest = {k: t for k, t in inputs.items() if k not in ("q", "k", "v", "k_cache", "v_cache")}
     op(**rest, kv_cache=typed)
     assert torch.equal(pool, want)
 
     def vllm_kv(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V rows of the written slots [N, Hkv, D] float32, read as vLLM's attention reads the cache."""
-        cells = cache.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, 2 * d)
-        k, v = cells[out_loc // page, out_loc % page].split(d, dim=-1)
+        cells = cache.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, cell)[out_loc // page,
+                                                                                                   out_loc % page]
+        if head_scales:  # [K(D) | K scale | V(D) | V scale]: the scales are float32 views at byte D of each half
+            k, ks, v, vs = cells.split([d, 4, d, 4], dim=-1)
+            codes = (lambda t: t.view(torch.int8).float()) if store.startswith("int8") else \
+                (lambda t: t.view(torch.float8_e4m3fn).float())
+            return codes(k) * ks.contiguous().view(torch.float32), codes(v) * vs.contiguous().view(torch.float32)
+        k, v = cells.split(d, dim=-1)
         if not fp8:
             return k.float(), v.float()
         ks, vs = (float(inputs[g.names(r)["scale"]]) for r in ("k", "v"))
@@ -462,3 +473,5 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
                                      mine["positions"].repeat_interleave(hkv), 1e-6).reshape(n, hkv, d)
     ideal = attend(exact["k"], exact["v"])
     assert float((out_kernel - ideal).norm() / ideal.norm()) < (0.1 if fp8 else 0.02)
+    if head_scales and store.startswith("int8"):  # 8-bit integers with a per-(token, head) scale: near bf16
+        assert float((out_kernel - ideal).norm() / ideal.norm()) < 0.02

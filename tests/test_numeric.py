@@ -54,7 +54,7 @@ def is_correctly_rounded(a: np.ndarray, d: int, q: np.ndarray) -> np.ndarray:
     return ((err < up) | ((err == up) & even)) & ((err < down) | ((err == down) & even))
 
 
-@pytest.mark.parametrize("d", [448, 6])
+@pytest.mark.parametrize("d", [448, 6, 127])
 @pytest.mark.parametrize("exponent", [-14, 0, 40, 127])
 def test_division_by_a_constant_is_correctly_rounded_for_every_mantissa(d: int, exponent: int) -> None:
     mantissas = np.arange(1 << 23, dtype=np.uint32)

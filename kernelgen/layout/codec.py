@@ -5,7 +5,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..spec.formats import E2M1_MAX, E4M3_MAX, E4M3_MIN_SCALE, FORMATS, QMAX, SCALE_FLOOR_EXP, Part
+from ..spec.formats import (E2M1_MAX, E4M3_MAX, E4M3_MIN_SCALE, FORMATS, I8_MAX, QMAX, SCALE_FLOOR_EXP,
+                            TOKEN_HEAD_SCALE_FLOOR, Part)
 from .layout import Layout
 
 if TYPE_CHECKING:
@@ -108,7 +109,8 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 # Rows that are not all finite are stored as canonical NaNs, the same bytes the kernels write.
-NAN_BYTES = {"bf16": b"\xc0\x7f", "fp16": b"\x00\x7e", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00"}
+NAN_BYTES = {"bf16": b"\xc0\x7f", "fp16": b"\x00\x7e", "e4m3": b"\x7f", "fp32": b"\x00\x00\xc0\x7f", "ue8m0": b"\xff", "e2m1x2": b"\x00",
+             "i8": b"\x00"}
 
 
 def encode(layout: Layout, y: torch.Tensor, round_through_bf16: bool = False,
@@ -334,6 +336,42 @@ def _decode_e4m3_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Te
     return e2m1_decode(unpack_nibbles(fields[part.field])) * scale
 
 
+def i8_encode(q: torch.Tensor) -> torch.Tensor:
+    """int8 codes (as uint8 bytes) of float32 q rounded half away from zero as vLLM's per-token-head writer does:
+    RN(q + 0.5) for q >= 0 (-0 too), else RN(q - 0.5) (float32 adds: 0.5 - 2^-25 rounds up), clamped to
+    [-128, 127], truncated toward zero."""
+    import torch
+
+    half = _f32(0.5, q)
+    h = torch.where(q >= 0, q + half, q - half)
+    return h.clamp(-128.0, I8_MAX).trunc().to(torch.int8).view(torch.uint8)
+
+
+def i8_decode(codes: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return codes.contiguous().view(torch.int8).to(torch.float32)
+
+
+def _encode_token_head(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """vLLM's per-token-head modes: scale = max(RN(amax / qmax), 1e-6) (float32), codes of y * RN(1 / scale)."""
+    import torch
+
+    amax = y.abs().amax(dim=-1, keepdim=True)
+    scale = torch.maximum(amax / _f32(QMAX[part.encoding], y), _f32(TOKEN_HEAD_SCALE_FLOOR, y))
+    q = y * (1.0 / scale.double()).float()  # RN(1 / scale): see _encode_e4m3_token_scale
+    codes = e4m3_encode(q) if part.encoding == "e4m3" else i8_encode(q)
+    return {part.field: codes, part.scale_field: _bytes(scale)}
+
+
+def _decode_token_head(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
+    import torch
+
+    codes = fields[part.field]
+    values = e4m3_decode(codes) if part.encoding == "e4m3" else i8_decode(codes)
+    return values * fields[part.scale_field].contiguous().view(torch.float32)
+
+
 @dataclass(frozen=True)
 class Rule:
     """How one part rule (element encoding, scale kind) of the format table turns rows into bytes and back."""
@@ -355,4 +393,6 @@ RULES: dict[tuple[str, str], Rule] = {
     ("e2m1x2", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e2m1x2", "e4m3"): Rule(_encode_e4m3_groups, _decode_e4m3_groups),
     ("e2m1x2", "e4m3_divided"): Rule(_encode_e4m3_groups_divided, _decode_e4m3_groups),
+    ("e4m3", "fp32_scale_floor"): Rule(_encode_token_head, _decode_token_head),
+    ("i8", "fp32_scale_floor"): Rule(_encode_token_head, _decode_token_head),
 }

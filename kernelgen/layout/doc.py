@@ -94,6 +94,21 @@ In kernelgen a packed member writes records 2 x record bytes apart; K's cache is
 from byte `record` (`op.layouts["k"].halves(pool)`, or `kv_cache=pool` to a launch group): each view spans a page
 less one record, and the pool's page stride is checked in the symbol.
 
+**`fp8_per_token_head`, `int8_per_token_head`: vLLM's per-token-head KV modes** (vLLM 0.34.0,
+`v1/attention/ops/triton_reshape_and_cache_flash.py` `_reshape_cache_per_token_head`, lines 169-276). One
+program per (token, head): the scale is `tl.maximum(tl.max(tl.abs(k_h)) / QUANT_MAX, 1e-6)` (line 221; QUANT_MAX
+448 for e4m3, 127 for int8, lines 280-282), stored as float32; the codes are `k_h * (1.0 / k_scale)` (line 230),
+for int8 `tl.where(k_q >= 0, k_q + 0.5, k_q - 0.5)` (line 233: half away from zero, the float32 add rounding
+0.5 - 2^-25 up to 1) clamped to [QUANT_MIN, QUANT_MAX] (line 234) and truncated by the int8 store; e4m3 codes are
+the store's round to nearest even. The cache is the packed pool with each half widened by one float32
+(`v1/attention/backends/triton_attn.py` lines 308-318: content = 2 x head_size + 8 bytes), the cell `[K(head_size)
+| K scale | V(head_size) | V scale]` read through strided float32 views at byte head_size of each half (lines
+414-457): kernelgen's record `[codes | scale]` (head_size + 4 B) in `kv_pool: packed`. Triton divides float32 with
+the approximate `div.full.f32` (within 2 ulps), kernelgen with correctly rounded quotients, so a scale or its
+reciprocal may be an ulp apart from vLLM's and a code one step apart where a product lands on a rounding boundary.
+A row holding NaN or inf is stored as codes 0 (int8) or 0x7F (e4m3) with a NaN scale; Triton's `tl.max` and
+`tl.maximum` do not propagate NaN by default, so vLLM's bytes for such a row differ.
+
 **`fp8_ds_mla`: FlashMLA-sparse's DeepSeek-V3.2 MLA record as vLLM writes it** (vLLM 0.34.0,
 `csrc/cache_kernels.cu` `concat_and_cache_ds_mla_kernel`, lines 660-700). 656 B per token: bytes 0..511 the
 e4m3 codes of the 512 latent dims (tile t = dims 128t..128t+127), bytes 512..527 four float32 tile scales,

@@ -8,7 +8,7 @@ from ..spec.formats import Part, StoreFormat, format_of, part_dims
 from ..spec.pages import POOL_SHARES, RECORD_ORDERS
 from ..spec.variant import Variant
 
-Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0"]
+Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0", "i8"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Layout:
         def low_bit(n: int) -> int:
             return n & -n if n else 16
 
-        value_fields = [f for f in self.fields if f.encoding in ("bf16", "fp16", "e4m3", "e2m1x2")]
+        value_fields = [f for f in self.fields if f.encoding in ("bf16", "fp16", "e4m3", "e2m1x2", "i8")]
         return min([16, low_bit(self.page_bytes), low_bit(self.page_stride), low_bit(self.pool_record)]
                    + [min(low_bit(f.base), low_bit(f.stride)) for f in value_fields])
 

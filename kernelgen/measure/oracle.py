@@ -28,7 +28,9 @@ E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 E4M3_MIN_SCALE = 2.0 ** -9  # the least e4m3 subnormal, the floor of V4.1's fp4 scales
 SCALE_FLOOR_EXP = math.ceil(math.log2(1e-4))  # -13: V4.1's UE8M0 scales are at least 1e-4, so at least 2^-13
-QMAX = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}  # by element encoding
+I8_MAX = 127.0
+TOKEN_HEAD_SCALE_FLOOR = 1e-6  # vLLM's per-token-head scales: max(amax / qmax, 1e-6)
+QMAX = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX, "i8": I8_MAX}  # by element encoding
 
 
 @dataclass(frozen=True)
@@ -596,6 +598,42 @@ def _check_e4m3_groups_divided(part: Part, values: _Span, raw: dict[str, torch.T
     return [codes, scale_check], 0.0
 
 
+def _round_half_away(q: torch.Tensor) -> torch.Tensor:
+    """int8 codes of float64 q: nearest integer, ties away from zero, clamped to [-128, 127] (vLLM's int8 rule)."""
+    import torch
+
+    return (torch.sign(q) * torch.floor(q.abs() + 0.5)).clamp(-128, I8_MAX)
+
+
+def _check_token_head(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """vLLM's per-token-head modes: a float32 scale max(amax / qmax, 1e-6) per (token, head), codes of
+    y * RN(1 / scale): e4m3 to nearest even, int8 half away from zero after a float32 add of 0.5."""
+    import torch
+
+    qmax = QMAX[part.encoding]
+    amax = _group_amax(values, values.mid.shape[1])  # [N, 1]
+    slack = SAFETY * U  # amax / qmax, one divide; the floor is the float32 1e-6, within U of 1e-6
+    floor = TOKEN_HEAD_SCALE_FLOOR
+    scale = _Span((amax.mid / qmax).clamp_min(floor), (amax.lo / qmax * (1 - slack)).clamp_min(floor * (1 - slack)),
+                  (amax.hi / qmax * (1 + slack)).clamp_min(floor * (1 + slack)))
+    got = _decode_fp32(raw[part.scale_field])
+    ok = (got >= scale.lo) & (got <= scale.hi)
+    exact = got == scale.mid.to(torch.float32).to(torch.float64)
+    scale_check = _count(part.scale_field, ok, (~exact).to(torch.int64))
+    quotients = [a / b for a in (values.lo, values.hi) for b in (scale.lo, scale.hi)]
+    q_lo, q_hi = torch.stack(quotients).amin(0), torch.stack(quotients).amax(0)
+    q_slack = SAFETY * 3 * U  # y * RN(1 / scale): two roundings; int8 adds RN(q +- 0.5)
+    q = _Span(values.mid / scale.mid, q_lo - q_slack * q_lo.abs() - U, q_hi + q_slack * q_hi.abs() + U)
+    if part.encoding == "e4m3":
+        codes = _verdict(part.field, _decode_e4m3(raw[part.field]), q, E4M3)
+    else:
+        stored = raw[part.field].contiguous().view(torch.int8).to(torch.float64)
+        lo, hi, mid = (_round_half_away(t) for t in (q.lo, q.hi, q.mid))
+        codes = _count(part.field, (stored >= lo) & (stored <= hi), (stored - mid).abs())
+    tol = float(torch.maximum(scale.hi - scale.mid, scale.mid - scale.lo).div(scale.mid).max()) if got.numel() else 0.0
+    return [codes, scale_check], tol
+
+
 _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]], tuple[list[FieldCheck], float]]] = {
     ("bf16", "none"): _check_plain_bf16,
     ("fp16", "none"): _check_plain_fp16,
@@ -609,6 +647,8 @@ _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]]
     ("e2m1x2", "ue8m0"): _check_pow2_groups,
     ("e2m1x2", "e4m3"): _check_e4m3_groups,
     ("e2m1x2", "e4m3_divided"): _check_e4m3_groups_divided,
+    ("e4m3", "fp32_scale_floor"): _check_token_head,
+    ("i8", "fp32_scale_floor"): _check_token_head,
 }
 
 

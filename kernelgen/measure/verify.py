@@ -46,6 +46,8 @@ def _code_rank(codes: torch.Tensor, encoding: str) -> torch.Tensor:
     """Monotone integer rank of sign-magnitude codes, so adjacent representable values differ by 1."""
     import torch
 
+    if encoding == "i8":  # two's complement: the integer itself
+        return codes.contiguous().view(torch.int8).to(torch.int32)
     bits = 7 if encoding == "e4m3" else 3
     mag = (codes & ((1 << bits) - 1)).to(torch.int32)
     neg = ((codes >> bits) & 1).bool()
@@ -70,11 +72,10 @@ def compare(v: Variant, got: torch.Tensor, want: torch.Tensor, poison: torch.Ten
         a, b = fg[f.name], fw[f.name]
         if f.encoding in ("bf16", "fp16"):
             bf16_bad += int((a != b).sum())
-        elif f.encoding in ("e4m3", "e2m1x2"):
+        elif f.encoding in ("e4m3", "e2m1x2", "i8"):
             if f.encoding == "e2m1x2":
                 a, b = codec.unpack_nibbles(a), codec.unpack_nibbles(b)
-            encoding = f.encoding[:4]  # e4m3 or e2m1
-            ra, rb = _code_rank(a, encoding), _code_rank(b, encoding)
+            ra, rb = _code_rank(a, f.encoding), _code_rank(b, f.encoding)
             diff = (ra - rb).abs()
             code_bad += int((a != b).sum())
             code_far += int((diff > 1).sum())

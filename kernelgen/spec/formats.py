@@ -19,22 +19,25 @@ Variant = Any
 StoreKind = str
 
 Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
-ValueEncoding = Literal["bf16", "fp16", "e4m3", "e2m1x2"]
-ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "fp32_pow2_floor", "ue8m0", "ue8m0_scale_floor",
-                    "e4m3", "e4m3_divided"]
+ValueEncoding = Literal["bf16", "fp16", "e4m3", "e2m1x2", "i8"]
+ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "fp32_pow2_floor", "fp32_scale_floor", "ue8m0",
+                    "ue8m0_scale_floor", "e4m3", "e4m3_divided"]
 
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
-QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX}
-VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "fp16": 4, "e4m3": 2, "e2m1x2": 1}  # bytes per two dims
+I8_MAX = 127.0
+QMAX: dict[str, float] = {"e4m3": E4M3_MAX, "e2m1x2": E2M1_MAX, "i8": I8_MAX}
+VALUE_BYTES_X2: dict[str, int] = {"bf16": 4, "fp16": 4, "e4m3": 2, "e2m1x2": 1, "i8": 2}  # bytes per two dims
 # How each scale kind is stored: the field's encoding and bytes per scale.
 SCALE_STORAGE: dict[str, tuple[str, int]] = {"fp32": ("fp32", 4), "fp32_divided": ("fp32", 4),
                                              "fp32_pow2": ("fp32", 4), "fp32_pow2_floor": ("fp32", 4),
+                                             "fp32_scale_floor": ("fp32", 4),
                                              "ue8m0": ("ue8m0", 1),
                                              "ue8m0_scale_floor": ("ue8m0", 1), "e4m3": ("e4m3", 1),
                                              "e4m3_divided": ("e4m3", 1)}
 # ceil(log2(1e-4)): the least exponent of a "ue8m0_scale_floor" scale (2^-13 >= 1e-4 > 2^-14)
 SCALE_FLOOR_EXP = -13
+TOKEN_HEAD_SCALE_FLOOR = 1e-6  # the least "fp32_scale_floor" scale (vLLM's per-token-head modes), as float32
 E4M3_MIN_SCALE = 2.0 ** -9  # the least e4m3 subnormal: an "e4m3_divided" scale is clamped to [2^-9, 448]
 
 
@@ -49,6 +52,9 @@ class Part:
     scale "fp32_pow2_floor" (vLLM's fp8_ds_mla tiles): one float32 scale per `group` dims,
     exp2f(ceilf(log2f(max(RN(amax / qmax), 1e-4)))) as vLLM evaluates it (the floor on the scale), codes of y / scale
     (exact).
+    scale "fp32_scale_floor" (vLLM's per-token-head modes): one float32 scale max(RN(amax / qmax), 1e-6) per
+    token, codes of y * RN(1 / scale); for "i8" codes that product rounded half away from zero as vLLM does
+    (RN(q + 0.5) for q >= 0, else RN(q - 0.5), then truncated), clamped to [-128, 127].
     scale "ue8m0": one power-of-two scale 2^ceil(log2(max(amax, 1e-4) / qmax)) per `group` dims,
     stored as the byte e + 127, codes of y / 2^e.
     scale "ue8m0_scale_floor" (SGLang's V4.1 records): the same, with the 1e-4 floor on the scale instead of
@@ -180,8 +186,10 @@ ENCODERS: dict[tuple[str, str], str] = {
     ("e4m3", "fp32_pow2_floor"): "kE4m3Groups",
     ("e2m1x2", "e4m3"): "kE2m1E4m3", ("e2m1x2", "e4m3_divided"): "kE2m1E4m3",
     ("e4m3", "none"): "kE4m3",
+    ("e4m3", "fp32_scale_floor"): "kE4m3TokenHead", ("i8", "fp32_scale_floor"): "kI8TokenHead",
 }
-ENCODER_ORDER = ("kHalf", "kE4m3Token", "kE2m1Ue8m0", "kE4m3Groups", "kE2m1E4m3", "kE4m3")  # params.cuh's order
+ENCODER_ORDER = ("kHalf", "kE4m3Token", "kE2m1Ue8m0", "kE4m3Groups", "kE2m1E4m3", "kE4m3", "kE4m3TokenHead",
+                 "kI8TokenHead")  # params.cuh's order
 NO_MIN_EXP = -127  # params.cuh kNoMinExp: the exponent of a UE8M0 scale is not floored
 
 
@@ -281,6 +289,29 @@ NVFP4_GROUP = 16  # dims per e4m3 scale on the NVFP4 paths
 FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
 SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
 RECORD = Arrangement("one record per token", (Region(("values",)),))
+
+
+def token_head_formats() -> tuple[StoreFormat, ...]:
+    """vLLM's per-token-head modes (kv_cache_dtype fp8_per_token_head, int8_per_token_head): each (slot, head) record
+    holds the head's codes, then its float32 scale (triton_attn.py's [K | K scale | V | V scale] cell, the pad after
+    each half is one float32); in vLLM's packed pool (kv_pool: packed) K's record, then V's."""
+    out = []
+    for name, short, enum, encoding, what, aliases in (
+            ("fp8_per_token_head", "fp8pth", "kFp8PerTokenHead", "e4m3", "e4m3 codes of v * RN(1 / scale)",
+             ("fp8_pth", "fp8_token_head", "fp8_per_head")),
+            ("int8_per_token_head", "i8pth", "kInt8PerTokenHead", "i8",
+             "int8 codes of v * RN(1 / scale), rounded half away from zero", ("int8_pth", "int8", "i8",
+                                                                             "int8_token_head", "int8_per_head"))):
+        qmax = int(QMAX[encoding])
+        out.append(StoreFormat(
+            name, short, enum,
+            (Part("values", "all", encoding, what, "fp32_scale_floor", 0, "scale",
+                  f"fp32 scale max(amax / {qmax}, 1e-6)"),),
+            Arrangement("one record per (slot, head): codes, then the scale", (Region(("values", "scale")),)),
+            f"head_dim {what.split(' ')[0]} codes of v * RN(1 / scale), then the head's fp32 scale = "
+            f"max(amax / {qmax}, 1e-6) (vLLM's {name}: head_dim + 4 B)",
+            "page_size x (head_dim + 4)", aliases=aliases))
+    return tuple(out)
 
 
 def ds_mla_guards() -> tuple[Guard, ...]:
@@ -390,6 +421,7 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 "page_size x 656",
                 guards=ds_mla_guards(),
                 aliases=("ds_mla", "fp8dsmla", "flashmla_sparse", "dsmla")),
+    *token_head_formats(),
 )}
 
 

@@ -155,6 +155,7 @@ __device__ __forceinline__ float tree_max_nan(const float (&a)[kLen]) { return t
 
 constexpr int kE4m3Max = 448;
 constexpr int kE2m1Max = 6;
+constexpr int kI8Max = 127;  // the int8 per-token-head scale's divisor (vLLM's QUANT_MAX)
 constexpr float kAmaxFloor = 1e-4f;
 
 // Two e4m3 codes (round-to-nearest-even, saturating): a in the low byte, b in the high byte.

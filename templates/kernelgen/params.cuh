@@ -12,10 +12,11 @@ namespace kernelgen {
 enum class Norm { kNone, kRms, kLayer, kRmsGemma };  // kRmsGemma: RMSNorm times (1 + weight)
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
 enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled, kFp16,
-                   kFp8V41, kFp8V41Interleaved, kFp4V41, kFp4V41Interleaved, kFp8ScaledDivided, kFp8DsMla };
+                   kFp8V41, kFp8V41Interleaved, kFp4V41, kFp4V41Interleaved, kFp8ScaledDivided, kFp8DsMla,
+                   kFp8PerTokenHead, kInt8PerTokenHead };
 // The device encoders, one per quantization rule of the format table (formats.py ENCODERS): a format's Cfg names
 // the encoder of its first part's rule, so a new format with a known rule needs no device code.
-enum class Encoder { kHalf, kE4m3Token, kE2m1Ue8m0, kE4m3Groups, kE2m1E4m3, kE4m3 };
+enum class Encoder { kHalf, kE4m3Token, kE2m1Ue8m0, kE4m3Groups, kE2m1E4m3, kE4m3, kE4m3TokenHead, kI8TokenHead };
 constexpr int kNoMinExp = -127;  // kScaleMinExp of a format whose UE8M0 exponent is not floored
 // How a format applies the per-tensor scale s read from Params::global_scale (the table's GLOBAL_OPS): not at all,
 // the row times g = s, times RN(1 / s) (a dequantization scale, FlashInfer's), or divided by s (vLLM's).

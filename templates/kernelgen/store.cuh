@@ -83,25 +83,58 @@ __device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, flo
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
+// int8 codes of v * inv_scale rounded half away from zero as vLLM's per-token-head writer does: RN(q + 0.5) for
+// q >= 0 (-0 included), else RN(q - 0.5), clamped to [-128, 127] and truncated toward zero.
+template <class Cfg>
+__device__ __forceinline__ void store_i8(const Row<Cfg>& r, int c, float inv_scale, uint8_t* dst, bool nan_row, bool write) {
+  float q[Cfg::kVec];
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+  uint32_t words[(Cfg::kVec + 3) / 4] = {};
+#pragma unroll
+  for (int k = 0; k < Cfg::kVec; ++k) {
+    const float h = q[k] >= 0.f ? __fadd_rn(q[k], 0.5f) : __fsub_rn(q[k], 0.5f);
+    const int code = __float2int_rz(fminf(fmaxf(h, -128.f), 127.f));
+    words[k / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (k % 4));
+  }
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? 0u : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
 // Per-token fp32 scale = max(amax, 1e-4) / 448 over the whole row; vLLM's ue8m0 option rounds it up to a
-// power of two with exp2f(ceilf(log2f(scale))), the expression vLLM's kernel evaluates.
+// power of two with exp2f(ceilf(log2f(scale))), the expression vLLM evaluates. vLLM's per-token-head modes
+// (kE4m3TokenHead, kI8TokenHead) floor the scale instead: max(RN(amax / qmax), 1e-6), codes of v * RN(1 / scale).
+constexpr float kTokenHeadScaleFloor = 1e-6f;
 template <class Cfg>
 __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page,
                                                     int off, bool write) {
+  constexpr bool kHead = Cfg::kEncoder == Encoder::kE4m3TokenHead || Cfg::kEncoder == Encoder::kI8TokenHead;
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) amax = fmaxf(amax, chunk[c]);
   amax = group_max_nonneg<Geometry<Cfg>::kWarpLanes>(amax);  // 16 or 32 lanes: one redux instead of 4-5 shuffle stages
   amax = across_warps<Cfg, MaxNan>(r, kAmaxMax, amax);
-  float scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
+  const float kNan = __uint_as_float(0x7FC00000u);
+  float scale;
+  if constexpr (Cfg::kEncoder == Encoder::kI8TokenHead) {
+    scale = nan_row ? kNan : fmaxf(div_by<kI8Max>(amax), kTokenHeadScaleFloor);
+  } else if constexpr (kHead) {
+    scale = nan_row ? kNan : fmaxf(div_by<kE4m3Max>(amax), kTokenHeadScaleFloor);
+  } else {
+    scale = nan_row ? __uint_as_float(0x7FC00000u) : div_by<kE4m3Max>(fmaxf(amax, kAmaxFloor));
+  }
   if constexpr (Cfg::kStore == Store::kFp8VllmUe8m0) {
     if (!nan_row) scale = exp2f(ceilf(log2f(scale)));  // a NaN row keeps the canonical NaN scale bytes
   }
-  if constexpr (Cfg::kStore == Store::kFp8E4m3) {
-    const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-4 / 448, FLT_MAX / 448] (or the NaN)
+  if constexpr (Cfg::kStore == Store::kFp8E4m3 || kHead) {
+    const float inv_scale = rcp_rn_in_range(scale);  // scale is in [1e-6, FLT_MAX / 127] (or the NaN)
 #pragma unroll
-    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_e4m3(r, c, inv_scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      uint8_t* dst = page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c);
+      if constexpr (Cfg::kEncoder == Encoder::kI8TokenHead) store_i8(r, c, inv_scale, dst, nan_row, write);
+      else store_e4m3(r, c, inv_scale, dst, nan_row, write);
+    }
   } else {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
@@ -267,7 +300,8 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
       store_half(r, c, page + Cfg::kValueBase + off * Cfg::kValueStride + 2 * r.first(c), nan_row, write);
-  } else if constexpr (Cfg::kEncoder == Encoder::kE4m3Token) {
+  } else if constexpr (Cfg::kEncoder == Encoder::kE4m3Token || Cfg::kEncoder == Encoder::kE4m3TokenHead ||
+                       Cfg::kEncoder == Encoder::kI8TokenHead) {
     store_fp8_per_token(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kEncoder == Encoder::kE2m1Ue8m0) {
     store_fp4(r, chunk, nan_row, page, off, write);
