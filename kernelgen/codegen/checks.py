@@ -17,6 +17,7 @@ from ..layout.layout import Layout
 from ..spec.formats import format_of
 from ..spec.norms import NORMS
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
+from ..spec.ropes import ROPE_STYLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 # Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
@@ -132,7 +133,12 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
         checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.norm_width,), PARAM_ALIGN, n=n)
     if v.rope_dim:
         checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
-        checks += _tensor("positions", INDEX_DTYPES, ("N",), n=n)
+        if ROPE_STYLES[v.rope_style].streams > 1:  # M-RoPE: a row of positions per stream
+            checks += _tensor("positions", INDEX_DTYPES, (3, "N"), n=n,
+                              message=f"{n('positions')} must be {_want(INDEX_DTYPES, (3, 'N'))} (M-RoPE: each "
+                                      "token's temporal, height and width positions, vLLM's [3, num_tokens])")
+        else:
+            checks += _tensor("positions", INDEX_DTYPES, ("N",), n=n)
     page = layout.page_bytes
     if SLOT_SOURCES[v.slots].dense:
         cache = _dense_out(v, layout, n)

@@ -6,7 +6,7 @@ from ..layout.layout import layout_of
 from ..spec.formats import FORMATS, Guard
 from ..spec.norms import NORMS
 from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
-from ..spec.ropes import ROPE_STYLES
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 
 
 def is_pow2(n: int) -> bool:
@@ -42,6 +42,20 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kNeox || kRopeDim == 0 || kRopeBegin % kRopeDim == 0",
           "neox RoPE pairs dim j with j + rope_dim/2, so the roped block must start at a multiple of rope_dim; "
           "put the rope at the head or use a head_dim that is a multiple of rope_dim", axes=('rope_style', 'rope_place', 'rope_dim')),
+    Guard("rope_sections_cover_the_rope",
+          lambda v: v.rope_sections == () if ROPE_STYLES[v.rope_style].streams == 1
+          else v.rope_dim == 0 or (len(v.rope_sections) == 3 and sum(v.rope_sections) == v.rope_dim // 2),
+          "kStreams == 1 ? (kSecT == 0 && kSecH == 0 && kSecW == 0) : (kRopeDim == 0 || (kSecT > 0 && kSecH > 0 && "
+          "kSecW > 0 && kSecT + kSecH + kSecW == kRopeDim / 2))",
+          "rope_sections are M-RoPE's pairs per position stream (rope_style mrope or mrope_interleaved): three numbers, "
+          "temporal, height, width, summing to rope_dim / 2 (the config's mrope_section, e.g. [16, 24, 24] for "
+          "rope_dim 128); other rope styles take none", axes=('rope_sections', 'rope_style', 'rope_dim')),
+    Guard("mrope_reads_a_cos_sin_cache",
+          lambda v: ROPE_STYLES[v.rope_style].streams == 1 or v.rope_dim == 0 or ROPE_TABLES[v.rope_table].halves,
+          "kStreams == 1 || kRopeDim == 0 || kRopeHalves",
+          "M-RoPE reads each pair's cos and sin from the row of its stream's position in a cos_sin_cache (vLLM's "
+          "[max_pos, rotary_dim]: the cos of every pair, then every sin): set rope_table: halves",
+          axes=('rope_table', 'rope_style')),
     Guard("heads_range", lambda v: 1 <= v.heads <= 128, "kHeads >= 1 && kHeads <= 128",
           "heads must be between 1 and 128", axes=('heads',)),
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,

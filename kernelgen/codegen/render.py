@@ -106,6 +106,10 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "rope_begin": v.rope_begin,
         "neox": _cpp_bool(ROPE_STYLES[v.rope_style].neox),
         "rope_halves": _cpp_bool(ROPE_TABLES[v.rope_table].halves),
+        "streams": ROPE_STYLES[v.rope_style].streams,
+        # M-RoPE's pairs per stream; a list of another length renders -1s, which its guard's static_assert refuses
+        "sections": tuple(v.rope_sections) if len(v.rope_sections) == 3 else (-1, -1, -1) if v.rope_sections else (0, 0, 0),
+        "interleaved_streams": _cpp_bool(ROPE_STYLES[v.rope_style].interleaved_streams),
         "norm_enum": NORMS[v.norm].enum,
         "norm_bias": _cpp_bool(v.norm_bias),
         "rope_first": _cpp_bool(v.norm_order == "rope_then_norm"),

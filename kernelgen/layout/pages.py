@@ -115,7 +115,7 @@ def split_heads(v: Variant, inputs: dict[str, Any]) -> tuple[Variant, dict[str, 
         return v, inputs
     x, positions = inputs["x"], inputs["positions"]
     rows = dict(inputs, x=x.reshape(x.shape[0] * v.heads, v.head_dim),
-                positions=None if positions is None else positions.repeat_interleave(v.heads),
+                positions=None if positions is None else positions.repeat_interleave(v.heads, dim=-1),
                 out_loc=head_slots(inputs["out_loc"], v.heads))
     return v.row_variant, rows
 

@@ -11,7 +11,7 @@ from ..layout.pages import pages_of
 from ..spec.formats import format_of
 from ..spec.group import Group
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
-from ..spec.ropes import ROPE_TABLES
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
@@ -47,7 +47,8 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
-    positions = torch.randint(0, max_pos, (num_tokens,), generator=g)
+    streams = ROPE_STYLES[v.rope_style].streams  # M-RoPE: positions [3, N] (temporal, height, width)
+    positions = torch.randint(0, max_pos, (streams, num_tokens) if streams > 1 else (num_tokens,), generator=g)
     num_pages = max(num_pages, -(-num_tokens * 3 // (2 * v.page_size)) + 1)  # room to spare: unwritten slots
     slots = num_pages * v.page_size
     out_loc = torch.randperm(slots, generator=g)[:num_tokens]
@@ -58,6 +59,8 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
         num_pages, out_loc = num_tokens, token_slots(num_tokens, "cpu")
     if v.rope_dim:
         far = torch.rand(num_tokens, generator=g) < 0.03125
+        if streams > 1:  # one stream's position out of the table (a different stream for different tokens)
+            far = far & (torch.arange(streams)[:, None] == torch.arange(num_tokens) % streams)
         positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
     cache = random_cache(v, num_pages, g)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
@@ -135,13 +138,17 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
+    streams = ROPE_STYLES[v.rope_style].streams  # M-RoPE: positions [3, N]
     if workload == "prefill":
         idx = torch.arange(num_tokens, device=device)
         positions = idx % 1024
+        if streams > 1:  # an image's patches: time steps, then rows and columns of a 32-wide grid
+            positions = torch.stack([idx // 1024 % max_pos, idx // 32 % 32, idx % 32])
         num_pages = -(-num_tokens // v.page_size) + 1
         out_loc = idx + v.page_size  # consecutive slots from the second page on
     elif workload == "decode":
-        positions = torch.randint(0, max_pos, (num_tokens,), generator=g, device=device)
+        positions = torch.randint(0, max_pos, (streams, num_tokens) if streams > 1 else (num_tokens,), generator=g,
+                                  device=device)
         num_pages = -(-2 * num_tokens // v.page_size) + 1
         out_loc = torch.randperm(num_pages * v.page_size, generator=g, device=device)[:num_tokens]
     else:

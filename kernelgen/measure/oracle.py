@@ -251,8 +251,8 @@ def _rope(v: Variant, rows: Rows, freqs: torch.Tensor, positions: torch.Tensor) 
     if not v.rope_dim:
         return rows
     f = freqs[positions.long()]
-    cos_at, sin_at = ROPE_TABLES[v.rope_table].cos_sin(v.rope_dim)  # pair j's columns (spec/ropes.py)
-    cos, sin = f[:, cos_at], f[:, sin_at]
+    # pair j's columns (spec/ropes.py), from the row of its position stream's position (M-RoPE)
+    cos, sin = ROPE_STYLES[v.rope_style].gather(ROPE_TABLES[v.rope_table], v.rope_dim, v.rope_sections, f)
     ia, ic = _rope_pairs(v)
 
     def rotate(t: torch.Tensor) -> torch.Tensor:
@@ -658,7 +658,8 @@ def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, n
     keep = (out_loc >= 0) & (out_loc < num_slots)
     if v.rope_dim:
         assert positions is not None
-        keep = keep & (positions >= 0) & (positions < max_pos)
+        inside = (positions >= 0) & (positions < max_pos)
+        keep = keep & (inside.all(0) if inside.dim() > 1 else inside)  # M-RoPE: every stream's position
     return keep
 
 
@@ -681,7 +682,7 @@ def check_against_oracle(v: Variant, cache: torch.Tensor, inputs: dict[str, Any]
     max_pos = freqs.shape[0] if freqs is not None else 0
     keep = written(v, out_loc, positions, cache.shape[0] * v.page_size, max_pos)
     rows = oracle_rows(v, inputs["x"].cpu()[keep], cpu(inputs["weight"]), cpu(freqs),
-                       None if positions is None else positions[keep], eps, cpu(inputs["bias"]))
+                       None if positions is None else positions[..., keep], eps, cpu(inputs["bias"]))
     width = rows.bound()
     values = _Span(rows.value, rows.value - width, rows.value + width)
     if v.round_through_bf16:  # the stored math is defined on the bf16-rounded row

@@ -82,9 +82,9 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
 
 
 def cos_sin(v: Variant, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) of each pair from freqs rows, by the variant's table layout."""
-    cos, sin = ROPE_TABLES[v.rope_table].cos_sin(v.rope_dim)
-    return f[:, cos], f[:, sin]
+    """(cos, sin) of each pair from the freqs rows at the positions ([N, rope_dim], or [3, N, rope_dim] for M-RoPE),
+    by the variant's table layout and rope style."""
+    return ROPE_STYLES[v.rope_style].gather(ROPE_TABLES[v.rope_table], v.rope_dim, v.rope_sections, f)
 
 
 def _rope(v: Variant, y: torch.Tensor, freqs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -145,7 +145,8 @@ def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | No
     keep = (out_loc >= 0) & (out_loc < kvcache.shape[0] * v.page_size)
     if v.rope_dim and positions is not None:
         max_pos = freqs.shape[0] if freqs is not None else 0
-        keep &= (positions >= 0) & (positions < max_pos)
+        inside = (positions >= 0) & (positions < max_pos)
+        keep &= inside.all(0) if inside.dim() > 1 else inside  # M-RoPE: every stream's position
     return keep
 
 

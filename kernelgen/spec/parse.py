@@ -152,7 +152,7 @@ def axis_example(axis: str) -> str:
     kind, choices = AXES[axis]
     if choices:
         return ", ".join(map(str, choices[:2]))
-    return {int: "64, 128", bool: "true, false"}[kind]
+    return {int: "64, 128", bool: "true, false", tuple: "[16, 24, 24], [24, 20, 20]"}[kind]
 
 
 def parse_spec(text: str, file: str) -> Spec:

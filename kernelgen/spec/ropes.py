@@ -6,12 +6,14 @@ generated variant names, the guards, the renderer (the device flags kNeox and kR
 reference, the float64 oracle and the benchmark's freqs tables. Partial rotary is the `rope_dim` and
 `rope_place` axes (the rope may cover a head's first or last rope_dim dims). Adding a value is an entry here
 plus its device code (templates/kernelgen/rope.cuh); tests/test_axis_tables.py holds every stage to the
-tables. A kind with several position streams (multimodal RoPE's sections) would be a RopeStyle whose
-`streams` is above 1: none ships yet (its arguments and device code are its own work).
+tables. A style with several position streams is multimodal RoPE (M-RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL): the
+positions are [3, N] (temporal, height, width) and each rotated pair takes its angle from one stream, by the
+`rope_sections` axis (pairs per stream, as the model config's mrope_section) and the style's order of them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,8 @@ class RopeStyle:
     short: str
     neox: bool  # the device flag kNeox: partners half the rope apart (else neighbours)
     aliases: tuple[str, ...] = ()
-    streams: int = 1  # position streams a token's rotation reads (multimodal sections would take several)
+    streams: int = 1  # position streams a token's rotation reads: 3 for M-RoPE (positions [3, N])
+    interleaved_streams: bool = False  # M-RoPE's pair -> stream order: sections one after another, or T H W T H W...
 
     def pairs(self, rope_dim: int) -> tuple[slice, slice]:
         """(first, second) element of every rotated pair, as slices over the rope's dims; pair j is rotated by
@@ -31,6 +34,34 @@ class RopeStyle:
         if self.neox:
             return slice(0, rope_dim // 2), slice(rope_dim // 2, rope_dim)
         return slice(0, rope_dim, 2), slice(1, rope_dim, 2)
+
+    def pair_streams(self, rope_dim: int, sections: tuple[int, ...]) -> list[int]:
+        """The position stream each pair j of the rope takes its angle from (all 0 for a one-stream style). M-RoPE
+        (vLLM's mrope.py): contiguous sections, pairs [0, t) stream 0, [t, t + h) stream 1, the rest stream 2; or
+        interleaved (apply_interleaved_rope): pair j is stream 1 where j % 3 == 1 and j < 3h, stream 2 where
+        j % 3 == 2 and j < 3w, else stream 0."""
+        pairs = rope_dim // 2
+        if self.streams == 1:
+            return [0] * pairs
+        t, h, w = sections
+        if self.interleaved_streams:
+            return [1 if j % 3 == 1 and j < 3 * h else 2 if j % 3 == 2 and j < 3 * w else 0 for j in range(pairs)]
+        return [0 if j < t else 1 if j < t + h else 2 for j in range(pairs)]
+
+
+    def gather(self, table: RopeTableLayout, rope_dim: int, sections: tuple[int, ...], f: Any) -> tuple[Any, Any]:
+        """(cos, sin) [N, rope_dim / 2] of every pair from freqs rows f gathered at the positions: [N, rope_dim]
+        (one stream) or [3, N, rope_dim] (M-RoPE: positions [3, N]; pair j takes stream pair_streams[j]'s row).
+        f is a torch tensor; only its indexing is used."""
+        cos_at, sin_at = table.cos_sin(rope_dim)
+        if self.streams == 1:
+            return f[:, cos_at], f[:, sin_at]
+        import torch
+
+        streams = torch.tensor(self.pair_streams(rope_dim, sections), device=f.device)
+        pairs = torch.arange(rope_dim // 2, device=f.device)
+        # [3, N, P] indexed [stream(j), :, j] for each pair j: [P, N], transposed to [N, P]
+        return f[..., cos_at][streams, :, pairs].T, f[..., sin_at][streams, :, pairs].T
 
 
 @dataclass(frozen=True)
@@ -53,6 +84,10 @@ class RopeTableLayout:
 ROPE_STYLES: dict[str, RopeStyle] = {s.name: s for s in (
     RopeStyle("interleaved", "ilv", neox=False, aliases=("gptj", "gpt_j", "interleave")),
     RopeStyle("neox", "neox", neox=True, aliases=("gpt_neox", "rotate_half")),
+    RopeStyle("mrope", "mrope", neox=True, aliases=("m_rope", "multimodal", "mrope_contiguous", "qwen2_vl"),
+              streams=3),
+    RopeStyle("mrope_interleaved", "mropei", neox=True, aliases=("interleaved_mrope", "imrope", "qwen3_vl"),
+              streams=3, interleaved_streams=True),
 )}
 ROPE_TABLES: dict[str, RopeTableLayout] = {t.name: t for t in (
     RopeTableLayout("pairs", "pairs", halves=False, header="", describe="(cos, sin) of pair j at columns 2j, 2j+1"),

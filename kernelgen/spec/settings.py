@@ -83,6 +83,12 @@ def _axis_value(src: Located, path: tuple[Any, ...], axis: str, value: Any, show
     kind, choices = AXES[axis]
     key = shown or axis
     type_ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is tuple:  # a list of positive integers (rope_sections: the config's mrope_section, e.g. [16, 24, 24])
+        items = value if isinstance(value, (list, tuple)) else None
+        if items is None or not items or any(not isinstance(i, int) or isinstance(i, bool) or not 1 <= i <= INT_MAX
+                                             for i in items):
+            raise _fail(src, path, f"{key} must be a list of positive integers (e.g. [16, 24, 24]), got {quote(value)}")
+        return tuple(items)
     if kind is int:
         lo, hi = INT_RANGES[axis]
         if not (type_ok and lo <= value <= hi):

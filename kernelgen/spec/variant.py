@@ -86,6 +86,9 @@ class Variant:
     rope_place: RopePlace = "tail"
     rope_style: RopeStyle = "interleaved"
     rope_table: RopeTable = "pairs"  # freqs rows: (cos, sin) of pair j at 2j, 2j+1; or cos of all pairs, then sin
+    # M-RoPE (a rope_style of 3 position streams): pairs per stream (temporal, height, width), the config's
+    # mrope_section; () for every other style
+    rope_sections: tuple[int, ...] = ()
     norm: NormKind = "rms"
     norm_bias: bool = False
     norm_order: NormOrder = "norm_then_rope"
@@ -110,6 +113,11 @@ class Variant:
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # axis -> file:line:col of its value
+
+    def __post_init__(self) -> None:
+        # a list axis read back from JSON (a manifest, a record) is the same value as the spec's tuple
+        if not isinstance(self.rope_sections, tuple):
+            object.__setattr__(self, "rope_sections", tuple(self.rope_sections))
 
     @property
     def elem_bytes(self) -> int:
@@ -162,6 +170,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "rope_place": (str, get_args(RopePlace)),
     "rope_style": (str, tuple(ROPE_STYLES)),
     "rope_table": (str, tuple(ROPE_TABLES)),
+    "rope_sections": (tuple, None),
     "norm": (str, tuple(NORMS)),
     "norm_bias": (bool, None),
     "norm_order": (str, get_args(NormOrder)),
@@ -200,6 +209,8 @@ def short_name(axis: str, value: object) -> str:
         return ROPE_STYLES[str(value)].short
     if axis == "rope_table":
         return ROPE_TABLES[str(value)].short
+    if axis == "rope_sections":
+        return "sec" + "x".join(map(str, value)) if value else "nosec"  # type: ignore[union-attr]
     if axis == "norm":
         return NORMS[str(value)].short
     if axis == "slots":

@@ -30,6 +30,7 @@ struct Fetched {
   int64_t token;  // the row read (padding lanes past the last token read the last one)
   int64_t loc;
   int64_t pos;
+  int64_t pos_h, pos_w;  // M-RoPE's height and width positions (kStreams == 3)
   bool in_range;
 };
 
@@ -48,6 +49,11 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
   f.loc = Cfg::kTokenSlots ? token : load_index(p.out_loc, p.out_loc_i64, token);
   if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
   f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
+  if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0) {  // M-RoPE: positions [3, N], a row per stream
+    const int64_t n = p.num_tokens / Cfg::kHeads;
+    f.pos_h = load_index(p.positions, p.positions_i64, n + token);
+    f.pos_w = load_index(p.positions, p.positions_i64, 2 * n + token);
+  }
   const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
                                                      head * Cfg::kHeadDim);
 #pragma unroll
@@ -85,8 +91,15 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);
   if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
-  const bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
-  const float* freqs_row = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
+  bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
+  if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0)
+    pos_ok = pos_ok && f.pos_h >= 0 && f.pos_h < p.max_pos && f.pos_w >= 0 && f.pos_w < p.max_pos;
+  FreqRows freqs_row;
+  freqs_row.t = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
+  if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0) {
+    freqs_row.h = p.freqs + (pos_ok ? f.pos_h : 0) * Cfg::kRopeDim;
+    freqs_row.w = p.freqs + (pos_ok ? f.pos_w : 0) * Cfg::kRopeDim;
+  }
   Operands<Cfg> o;
   if constexpr (Cfg::kPrefetch) {
     load_weights(o, r, p);

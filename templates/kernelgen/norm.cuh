@@ -120,17 +120,51 @@ __device__ __forceinline__ int neox_pair(int j) {
   }
 }
 
+// The freqs rows a token's rotation reads: its position's row (t), and M-RoPE's height and width streams' rows.
+struct FreqRows {
+  const float* t;
+  const float* h;  // M-RoPE only (kStreams == 3)
+  const float* w;
+};
+
+// M-RoPE: the position stream pair `pair` takes its angle from (spec/ropes.py RopeStyle.pair_streams): contiguous
+// sections T, H, W, or interleaved T H W T H W ... within 3 x sections.
+template <class Cfg>
+__device__ __forceinline__ int stream_of(int pair) {
+  if constexpr (Cfg::kInterleavedStreams) {
+    return (pair % 3 == 1 && pair < 3 * Cfg::kSecH) ? 1 : ((pair % 3 == 2 && pair < 3 * Cfg::kSecW) ? 2 : 0);
+  } else {
+    return pair < Cfg::kSecT ? 0 : (pair < Cfg::kSecT + Cfg::kSecH ? 1 : 2);
+  }
+}
+
+// cos_sin_cache (cos, sin) of pairs pair, pair + 1, ... each from its stream's row, interleaved as load_cos_sin's.
+template <class Cfg, int N>
+__device__ __forceinline__ void load_cos_sin_streams(const FreqRows& f, int pair, float (&dst)[N]) {
+  constexpr int kHalf = Cfg::kRopeDim / 2;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int s = stream_of<Cfg>(pair + i);
+    const float* row = s == 0 ? f.t : (s == 1 ? f.h : f.w);
+    dst[2 * i] = __ldg(row + pair + i);
+    dst[2 * i + 1] = __ldg(row + kHalf + pair + i);
+  }
+}
+
 // The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
 // chunks need both halves' pair j, so 2 x kVec values.
 template <class Cfg>
-__device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const float* f) {
+__device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const FreqRows& rows) {
   if constexpr (Cfg::kRopeDim > 0) {
+    const float* f = rows.t;
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       const int dim = r.first(c);
       if (!in_rope<Cfg>(dim)) continue;
       const int j = dim - Cfg::kRopeBegin;
-      if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
+      if constexpr (Cfg::kStreams > 1) {  // M-RoPE (a cos_sin_cache and neox pairs: its guards)
+        load_cos_sin_streams<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
+      } else if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
         load_cos_sin(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
       } else if constexpr (Cfg::kNeox) {
         load_wide(f + 2 * neox_pair<Cfg>(j), o.f[c]);

@@ -73,7 +73,7 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o)
 }
 
 template <class Cfg>
-__device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const float* freqs_row) {
+__device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const FreqRows& freqs_row) {
   if constexpr (Cfg::kRopeDim > 0) {
     if constexpr (!Cfg::kPrefetch) load_freqs(o, r, freqs_row);
     if constexpr (Cfg::kNeox) {

@@ -1,0 +1,125 @@
+"""Multimodal RoPE (rope_style mrope / mrope_interleaved, rope_sections): positions [3, N] (temporal, height, width)
+and each rotated pair's angle from its section's position, as vLLM 0.34's MRotaryEmbedding.forward_native computes
+it (model_executor/layers/rotary_embedding/mrope.py: cos_sin_cache[positions], split by mrope_section for contiguous
+sections, apply_interleaved_rope for Qwen3-VL's interleaved order), then neox pairs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelgen.codegen.guards import precheck
+from kernelgen.codegen.launch import resolve_group
+from kernelgen.errors import GuardViolation, LayoutMismatch, SpecError
+from kernelgen.measure import reference
+from kernelgen.measure.inputs import group_inputs, member_inputs
+from kernelgen.measure.oracle import check_against_oracle
+from kernelgen.runtime.group_op import GroupChecker
+from kernelgen.codegen.launch import default_plan
+from kernelgen.spec.parse import load_spec, parse_spec
+from kernelgen.spec.ropes import ROPE_STYLES
+
+SPEC = load_spec("attention_prep")
+
+pytestmark = pytest.mark.pure
+
+
+def vllm_mrope(x: torch.Tensor, cache: torch.Tensor, positions: torch.Tensor, section: list[int],
+               interleaved: bool) -> torch.Tensor:
+    """vLLM's forward_native for one head's rows x [N, D] (full rotary): cos/sin of cache[positions] [3, N, D/2]
+    merged by section, then x1 * cos - x2 * sin and x2 * cos + x1 * sin over the two halves."""
+    cos, sin = cache[positions].chunk(2, dim=-1)
+    if interleaved:
+        def merge(t: torch.Tensor) -> torch.Tensor:
+            ch = torch.arange(t.shape[-1])
+            h = (ch % 3 == 1) & (ch < section[1] * 3)
+            w = (ch % 3 == 2) & (ch < section[2] * 3)
+            return torch.where(w, t[2], torch.where(h, t[1], t[0]))
+    else:
+        def merge(t: torch.Tensor) -> torch.Tensor:
+            return torch.cat([m[i] for i, m in enumerate(t.split(section, dim=-1))], dim=-1)
+    cos, sin = merge(cos), merge(sin)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def test_pair_streams_follow_vllms_section_orders() -> None:
+    contiguous = ROPE_STYLES["mrope"].pair_streams(128, (16, 24, 24))
+    assert contiguous == [0] * 16 + [1] * 24 + [2] * 24
+    inter = ROPE_STYLES["mrope_interleaved"].pair_streams(128, (24, 20, 20))
+    assert inter[:9] == [0, 1, 2] * 3 and inter[58:] == [1, 2, 0, 0, 0, 0]  # T H W ... then T beyond 3 x 20
+    assert inter.count(1) == 20 and inter.count(2) == 20 and inter.count(0) == 24
+    assert ROPE_STYLES["neox"].pair_streams(8, ()) == [0] * 4
+
+
+@pytest.mark.parametrize("name, section, interleaved", [("qwen25_vl_7b", [16, 24, 24], False),
+                                                        ("qwen3_vl_8b", [24, 20, 20], True)])
+def test_the_reference_rotates_as_vllms_mrope(name: str, section: list[int], interleaved: bool) -> None:
+    """The reference rows of the K member (norm, then M-RoPE) equal vLLM's forward_native on the normed rows,
+    bit for bit (both float32, the same products), and differ from rotating by the temporal position alone."""
+    g = resolve_group(SPEC.group(name))
+    k = g.member("k")
+    assert k.rope_sections == tuple(section) and k.rope_style == ("mrope_interleaved" if interleaved else "mrope")
+    inputs = group_inputs(g, 24, 6, "cpu", seed=4)
+    mine = member_inputs(g, "k", inputs)
+    pos = mine["positions"]
+    assert pos.shape == (3, 24)
+    pos = pos % mine["freqs"].shape[0]
+    rows_in = mine["x"].reshape(24 * k.heads, 128)
+    pos_rows = pos.repeat_interleave(k.heads, dim=-1)
+    got = reference.rows(k.row_variant, rows_in, mine["weight"], mine["freqs"], pos_rows)
+    normed = reference.rows(k.row_variant.__class__(**{**k.row_variant.__dict__, "rope_dim": 0}), rows_in,
+                            mine["weight"], None, None)
+    want = vllm_mrope(normed, mine["freqs"], pos_rows, section, interleaved)
+    assert torch.equal(got, want)
+    temporal_only = vllm_mrope(normed, mine["freqs"], pos_rows[0].expand(3, -1), section, interleaved)
+    assert not torch.equal(got, temporal_only)
+
+
+def test_the_oracle_holds_the_reference_and_a_row_with_one_stream_out_of_the_table_is_not_written() -> None:
+    g = resolve_group(SPEC.group("qwen3_vl_8b"))
+    k = g.member("k")
+    inputs = group_inputs(g, 64, 10, "cpu", seed=8)
+    mine = member_inputs(g, "k", inputs)
+    max_pos = mine["freqs"].shape[0]
+    outside = ((mine["positions"] < 0) | (mine["positions"] >= max_pos))
+    assert bool(outside.any()) and not bool(outside.all(0).any())  # single streams out of the table
+    before = mine["kvcache"].clone()
+    reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"],
+                    mine["kvcache"])
+    report = check_against_oracle(k, mine["kvcache"], mine, poison=before)
+    assert report.ok, report.violations
+    keep = reference.written_rows(k, mine["out_loc"], mine["positions"], mine["freqs"], mine["kvcache"])
+    assert not bool((keep & outside.any(0)).any())
+
+
+def test_positions_of_one_stream_are_refused_in_the_symbols_words() -> None:
+    g = resolve_group(SPEC.group("qwen25_vl_7b"))
+    inputs = group_inputs(g, 8, 4, "cpu", seed=1)
+    checker = GroupChecker(g, default_plan(g))
+    args = {a: t for a, t in inputs.items() if a != "qkv"}
+    with pytest.raises(LayoutMismatch, match=r"positions must be int32/int64 \[3, N\] \(M-RoPE: each token's "
+                                             r"temporal, height and width positions"):
+        checker.check({**args, "positions": inputs["positions"][0]})
+
+
+def test_sections_that_do_not_cover_the_rope_are_refused_by_the_guard() -> None:
+    k = resolve_group(SPEC.group("qwen25_vl_7b")).member("k")
+    bad = k.__class__(**{**k.__dict__, "rope_sections": (16, 24, 20)})
+    with pytest.raises(GuardViolation, match="three numbers, temporal, height, width, summing to rope_dim / 2"):
+        precheck(bad)
+    plain = k.__class__(**{**k.__dict__, "rope_style": "neox"})
+    with pytest.raises(GuardViolation, match="other rope styles take none"):
+        precheck(plain)
+    table = k.__class__(**{**k.__dict__, "rope_table": "pairs"})
+    with pytest.raises(GuardViolation, match="set rope_table: halves"):
+        precheck(table)
+
+
+def test_a_model_s_mrope_section_must_be_a_list_of_positive_integers() -> None:
+    text = ("family: fused_norm_rope_store\nname: vl\nmodels:\n"
+            "  - {name: m, num_q_heads: 4, num_kv_heads: 2, head_dim: 64, rope_style: mrope, mrope_section: 8}\n")
+    with pytest.raises(SpecError, match=r"vl.yaml:4:\d+: mrope_section must be a list of positive integers "
+                                        r"\(e.g. \[16, 24, 24\]\), got 8"):
+        parse_spec(text, "vl.yaml")
+    ok = parse_spec(text.replace("mrope_section: 8", "mrope_section: [8, 12, 12]"), "vl.yaml")
+    assert ok.group("m").member("k").rope_sections == (8, 12, 12)
