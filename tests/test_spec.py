@@ -233,9 +233,9 @@ def test_no_suggestion_for_a_value_the_axis_does_not_take(axis: str, value: str)
 def test_enum_axis_given_no_name_lists_its_values() -> None:
     assert error_of("variants:\n  - {name: a, store: 8}\n") == f"s.yaml:4:22: store must be one of {STORES}, got 8"
     assert error_of("variants:\n  - {name: a, norm: off}\n") == (
-        "s.yaml:4:21: norm must be one of rms, layer, none, rms_gemma, got False (YAML reads an unquoted no, off or false "
+        "s.yaml:4:21: norm must be one of rms, layer, none, rms_gemma, rms_unweighted, got False (YAML reads an unquoted no, off or false "
         "as false: did you mean none?)")
-    assert error_of("variants:\n  - {name: a, norm: 0}\n") == "s.yaml:4:21: norm must be one of rms, layer, none, rms_gemma, got 0"
+    assert error_of("variants:\n  - {name: a, norm: 0}\n") == "s.yaml:4:21: norm must be one of rms, layer, none, rms_gemma, rms_unweighted, got 0"
 
 
 def test_alias_targets_are_values_of_their_axes() -> None:

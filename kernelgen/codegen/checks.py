@@ -133,6 +133,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
         checks += _tensor("bias", (TORCH_DTYPES[v.weight_dtype],), (v.norm_width,), PARAM_ALIGN, n=n)
     if v.rope_dim:
         checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
+    if v.reads_positions:
         if ROPE_STYLES[v.rope_style].streams > 1:  # M-RoPE: a row of positions per stream
             checks += _tensor("positions", INDEX_DTYPES, (3, "N"), n=n,
                               message=f"{n('positions')} must be {_want(INDEX_DTYPES, (3, 'N'))} (M-RoPE: each "

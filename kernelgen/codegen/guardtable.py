@@ -77,7 +77,7 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kPackedPool || " + " || ".join(f"kStore == {fmt.cpp_enum}" for fmt in _ONE_RECORD),
           f"kv_pool: packed alternates K and V records in each cell, so every field of a record must be in it: use a "
           f"one-record store ({', '.join(fmt.name for fmt in _ONE_RECORD)})", axes=('kv_pool', 'store')),
-    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (NORMS[v.norm].weight and v.rope_dim > 0),
+    Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (NORMS[v.norm].normalizes and v.rope_dim > 0),
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "
           "drop norm_order", axes=('norm_order', 'norm', 'rope_dim')),

@@ -17,7 +17,7 @@ from ..spec.formats import device_constants, format_of
 from ..spec.launchparams import COMPILED
 from ..spec.norms import NORMS
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
-from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
 from .checks import ARGS, cpp_condition, cpp_dtype_names, cpp_message, group_blocks, used_args
@@ -107,6 +107,9 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "neox": _cpp_bool(ROPE_STYLES[v.rope_style].neox),
         "rope_halves": _cpp_bool(ROPE_TABLES[v.rope_table].halves),
         "streams": ROPE_STYLES[v.rope_style].streams,
+        "temperature": _cpp_bool(TEMPERATURES[v.temperature].on),
+        "temp_floor_scale": repr(float(TEMPERATURES[v.temperature].floor_scale)),
+        "temp_attn_scale": repr(float(TEMPERATURES[v.temperature].attn_scale)),
         # M-RoPE's pairs per stream; a list of another length renders -1s, which its guard's static_assert refuses
         "sections": tuple(v.rope_sections) if len(v.rope_sections) == 3 else (-1, -1, -1) if v.rope_sections else (0, 0, 0),
         "interleaved_streams": _cpp_bool(ROPE_STYLES[v.rope_style].interleaved_streams),

@@ -62,9 +62,12 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
         if streams > 1:  # one stream's position out of the table (a different stream for different tokens)
             far = far & (torch.arange(streams)[:, None] == torch.arange(num_tokens) % streams)
         positions = torch.where(far, max_pos + torch.arange(num_tokens), positions)
+    elif v.reads_positions:  # a temperature alone: long contexts (t grows every 8192 positions), a few negative
+        positions = torch.randint(0, 1 << 22, (num_tokens,), generator=g)
+        positions = torch.where(torch.rand(num_tokens, generator=g) < 0.03125, -1 - positions, positions)
     cache = random_cache(v, num_pages, g)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
-                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
+                   positions=positions if v.reads_positions else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, g))
     return _on(device, v, tensors)
 
@@ -118,6 +121,8 @@ def timing_inputs(v: Variant, num_tokens: int, seed: int = 1) -> dict[str, Any]:
         inputs["out_loc"] = torch.randperm(slots, device="cuda")[:num_tokens]
     if v.rope_dim:  # make_inputs plants out-of-range positions; timing wants every row written
         inputs["positions"] = inputs["positions"] % inputs["freqs"].shape[0]
+    elif v.reads_positions:
+        inputs["positions"] = inputs["positions"].abs()
     return inputs
 
 
@@ -157,7 +162,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
         num_pages, out_loc = num_tokens, token_slots(num_tokens, device)
     cache = random_cache(v, num_pages, g, device)
     tensors = dict(x=x, weight=weight, bias=bias if v.norm_bias else None, freqs=freqs if v.rope_dim else None,
-                   positions=positions if v.rope_dim else None, out_loc=out_loc, kvcache=cache,
+                   positions=positions if v.reads_positions else None, out_loc=out_loc, kvcache=cache,
                    scale=global_scale(v, torch.Generator().manual_seed(seed)))
     return _on(device, v, tensors)
 

@@ -14,7 +14,7 @@ from ..layout.pages import changed_outside, read_fields, split_heads
 from ..spec.formats import Part, format_of
 from ..spec.group import Group
 from ..spec.norms import NORMS
-from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ def _norm(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor | None
     """The norm over the dims it spans (norm_dims); the others go on as they were."""
     import torch
 
-    if v.norm_dims == "all" or not NORMS[v.norm].weight:
+    if v.norm_dims == "all" or not NORMS[v.norm].normalizes:
         return _norm_rows(v, rows, w, b, eps)
     span, rest = slice(0, v.norm_width), slice(v.norm_width, None)  # the roped block is at the tail (a guard)
     part = _norm_rows(v, Rows(rows.value[:, span], rows.local[:, span], tuple((c[:, span], r) for c, r in rows.common)),
@@ -206,8 +206,10 @@ def _norm_rows(v: Variant, rows: Rows, w: torch.Tensor | None, b: torch.Tensor |
 
     x = rows.value
     kind = NORMS[v.norm]
-    if not kind.weight:
+    if not kind.normalizes:
         return rows
+    if not kind.weight:  # an unweighted RMSNorm: times 1
+        w = torch.ones(1, dtype=torch.float64)
     assert w is not None
     d = x.shape[1]
     e = rows.bound() / SAFETY  # the input's error bound (SAFETY is applied once, at the end)
@@ -317,7 +319,23 @@ def oracle_rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs:
         rows = _rope(v, rows, freqs.to(torch.float64), positions)
     if rope_first:
         rows = _round_bf16_if(v.round_norm_bf16, _norm(v, rows, f64(weight), f64(bias), eps))
+    if TEMPERATURES[v.temperature].on:
+        assert positions is not None
+        rows = _temper(v, rows, positions)
     return _hadamard(v, rows)
+
+
+def _temper(v: Variant, rows: Rows, positions: torch.Tensor) -> Rows:
+    """The row times t = log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1 (float64 math); the kernel's t is
+    that rounded to float32 (a common relative error U per row, over float64's own few ulps) and each product
+    rounds once more."""
+    import torch
+
+    kind = TEMPERATURES[v.temperature]
+    k = torch.floor((positions.to(torch.float64) + 1.0) / kind.floor_scale)
+    t = (torch.log1p(k) * kind.attn_scale + 1.0)[:, None]
+    out = rows.linear(lambda m: m * t, rows.local * t)
+    return Rows(out.value, out.local + U * out.value.abs(), out.common + ((out.value, torch.full_like(t, 2 * U)),))
 
 
 def _round_bf16_if(rounded: bool, rows: Rows) -> Rows:
@@ -656,6 +674,9 @@ def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, n
             max_pos: int) -> torch.Tensor:
     """Rows the op must write: a slot inside the pool and, with RoPE, a position inside freqs."""
     keep = (out_loc >= 0) & (out_loc < num_slots)
+    if TEMPERATURES[v.temperature].on:
+        assert positions is not None
+        keep = keep & (positions >= 0)
     if v.rope_dim:
         assert positions is not None
         inside = (positions >= 0) & (positions < max_pos)

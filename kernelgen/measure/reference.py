@@ -13,7 +13,7 @@ from ..layout import codec
 from ..layout.layout import Layout, layout_of, row_layout
 from ..layout.pages import split_heads, write_fields
 from ..spec.norms import NORMS
-from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
+from ..spec.ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from ..spec.variant import Variant
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     import torch
 
     kind = NORMS[v.norm]
-    if not kind.weight:
+    if not kind.normalizes:
         return y
     if v.norm_dims == "nope":  # the roped dims stay out: zeros in the kernel's sums, unscaled after
         span = torch.zeros(v.head_dim, dtype=torch.bool, device=y.device)
@@ -70,8 +70,8 @@ def _norm(v: Variant, y: torch.Tensor, weight: torch.Tensor | None, bias: torch.
     mean_sq = _lane_sum(v, y * y) / d
     inv = 1.0 / torch.sqrt(mean_sq + eps32)
     inv = torch.where(torch.isinf(mean_sq), torch.full_like(inv, float("nan")), inv)  # overflow: a NaN row
-    assert weight is not None
-    w = weight.to(torch.float32)
+    assert weight is not None or not kind.weight
+    w = weight.to(torch.float32) if kind.weight else torch.ones(1, dtype=torch.float32, device=y.device)
     if kind.unit_offset:  # Gemma: times (1 + w), the sum rounded to float32
         w = 1.0 + w
     y = (y * inv) * w
@@ -136,13 +136,20 @@ def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.
     if rope_first:
         y = _norm(v, y, weight, bias, eps)
         y = codec.bf16_round(y) if v.round_norm_bf16 else y
+    temperature = TEMPERATURES[v.temperature]
+    if temperature.on:  # the row times t(pos), a float32 (negative positions are not written: any t will do)
+        assert positions is not None
+        y = y * temperature.factor(positions.long().clamp_min(0)).to(y.device)[:, None]
     return _hadamard(v, y)
 
 
 def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, freqs: torch.Tensor | None,
                  kvcache: torch.Tensor) -> torch.Tensor:
-    """Which rows the kernel writes into kvcache: a valid slot, and (with RoPE) a position inside freqs."""
+    """Which rows the kernel writes into kvcache: a valid slot, and (with RoPE) a position inside freqs (with a
+    temperature, a position of at least 0)."""
     keep = (out_loc >= 0) & (out_loc < kvcache.shape[0] * v.page_size)
+    if TEMPERATURES[v.temperature].on and positions is not None:
+        keep &= positions >= 0
     if v.rope_dim and positions is not None:
         max_pos = freqs.shape[0] if freqs is not None else 0
         inside = (positions >= 0) & (positions < max_pos)

@@ -21,6 +21,7 @@ class NormKind:
     title: str  # how the generated source's header names it ("" when there is no norm)
     aliases: tuple[str, ...] = ()  # other spellings a spec or model config may use (lower case, '_' for '-')
     weight: bool = True  # takes a weight of head_dim values (the symbol's `weight`)
+    normalizes: bool = True  # False only for "none": the row passes unnormalized
     centered: bool = False  # subtracts the row's mean first (LayerNorm); else scales by the root mean square
     unit_offset: bool = False  # multiplies by (1 + w), the sum rounded to float32 (Gemma), not by w
     takes_bias: bool = False  # may add a bias (norm_bias: true)
@@ -30,9 +31,13 @@ NORMS: dict[str, NormKind] = {k.name: k for k in (
     NormKind("rms", "kRms", "rms", "RMSNorm", aliases=("rmsnorm", "rms_norm")),
     NormKind("layer", "kLayer", "ln", "LayerNorm", aliases=("layernorm", "layer_norm", "ln"), centered=True,
              takes_bias=True),
-    NormKind("none", "kNone", "nonorm", "", weight=False),
+    NormKind("none", "kNone", "nonorm", "", weight=False, normalizes=False),
     NormKind("rms_gemma", "kRmsGemma", "gemma", "RMSNorm x (1 + w)",
              aliases=("gemma", "gemma_rms", "gemma_rmsnorm", "rms_1p"), unit_offset=True),
+    # Llama-4's QK norm (HF Llama4TextL2Norm, vLLM's RMSNorm(has_weight=False)): x / sqrt(mean(x^2) + eps)
+    NormKind("rms_unweighted", "kRmsUnweighted", "rmsnow", "RMSNorm without weight",
+             aliases=("l2", "l2norm", "l2_norm", "rms_no_weight", "rmsnorm_no_weight", "unweighted_rms"),
+             weight=False),
 )}
 # The device enum's order (params.cuh `enum class Norm`); the table lists the kinds in the order messages name them.
-NORM_ENUM_ORDER: tuple[str, ...] = ("kNone", "kRms", "kLayer", "kRmsGemma")
+NORM_ENUM_ORDER: tuple[str, ...] = ("kNone", "kRms", "kLayer", "kRmsGemma", "kRmsUnweighted")

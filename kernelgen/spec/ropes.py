@@ -81,6 +81,38 @@ class RopeTableLayout:
         return slice(0, rope_dim, 2), slice(1, rope_dim, 2)
 
 
+@dataclass(frozen=True)
+class Temperature:
+    """A query temperature from each token's position (the `temperature` axis): the row is multiplied by
+    t = RN_f32(log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1), evaluated in float64 with separately
+    rounded operations (Llama-4's attn_temperature_tuning on its NoPE layers: vLLM 0.34 llama4.py _get_attn_scale
+    computes the same expression in float32), after RoPE and the norm. A row whose position is negative is not
+    written."""
+
+    name: str
+    short: str
+    floor_scale: float = 0.0
+    attn_scale: float = 0.0
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def on(self) -> bool:
+        return self.floor_scale > 0
+
+    def factor(self, positions: Any) -> Any:
+        """t for each position (a torch integer tensor): float32, from float64 arithmetic."""
+        import torch
+
+        k = torch.floor((positions.to(torch.float64) + 1.0) / self.floor_scale)
+        return (torch.log(k + 1.0) * self.attn_scale + 1.0).to(torch.float32)
+
+
+TEMPERATURES: dict[str, Temperature] = {t.name: t for t in (
+    Temperature("none", "notemp"),
+    Temperature("llama4", "llama4temp", 8192.0, 0.1, aliases=("attn_temperature_tuning", "llama_4", "llama4_nope")),
+)}
+
+
 ROPE_STYLES: dict[str, RopeStyle] = {s.name: s for s in (
     RopeStyle("interleaved", "ilv", neox=False, aliases=("gptj", "gpt_j", "interleave")),
     RopeStyle("neox", "neox", neox=True, aliases=("gpt_neox", "rotate_half")),

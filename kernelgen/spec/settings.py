@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from ..errors import SpecError
 from .formats import FORMATS
 from .norms import NORMS
-from .ropes import ROPE_STYLES
+from .ropes import ROPE_STYLES, TEMPERATURES
 from .launchparams import BY_NAME
 from .names import MAX_NAME_LENGTH, _symbol_name_problem
 from .variant import AXES, LAUNCH_FLAGS, LAUNCH_KEYS, Launch, Variant
@@ -34,6 +34,7 @@ ALIASES: dict[str, dict[str, str | None]] = {
     "store": {**{alias: name for name, fmt in FORMATS.items() for alias in fmt.aliases}, **_NOT_STORES},
     "norm": {alias: name for name, kind in NORMS.items() for alias in kind.aliases},
     "rope_style": {alias: name for name, style in ROPE_STYLES.items() for alias in style.aliases},
+    "temperature": {alias: name for name, t in TEMPERATURES.items() for alias in t.aliases},
     "rope_place": {"front": "head", "start": "head", "first": "head", "back": "tail", "end": "tail", "last": "tail"},
 }
 

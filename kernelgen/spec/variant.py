@@ -9,12 +9,13 @@ from typing import Literal, get_args
 from .formats import FORMATS
 from .norms import NORMS
 from .pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
-from .ropes import ROPE_STYLES, ROPE_TABLES
+from .ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
 
 NormKind = str  # a name of the norm table (spec/norms.py NORMS)
 RopePlace = Literal["head", "tail"]
 RopeStyle = str  # a name of spec/ropes.py ROPE_STYLES
+TemperatureKind = str  # a name of spec/ropes.py TEMPERATURES
 RopeTable = str  # a name of spec/ropes.py ROPE_TABLES: (cos, sin) of pair j at 2j, 2j+1, or cos of all pairs, then sin
 Slots = str  # a name of spec/pages.py SLOT_SOURCES: out_loc (a paged cache) or token (a dense output)
 KvLayout = str  # a name of spec/pages.py RECORD_ORDERS: [page_size, heads, record] (nhd) or [heads, page_size, record]
@@ -89,6 +90,7 @@ class Variant:
     # M-RoPE (a rope_style of 3 position streams): pairs per stream (temporal, height, width), the config's
     # mrope_section; () for every other style
     rope_sections: tuple[int, ...] = ()
+    temperature: TemperatureKind = "none"  # a position-dependent factor on the row (spec/ropes.py TEMPERATURES)
     norm: NormKind = "rms"
     norm_bias: bool = False
     norm_order: NormOrder = "norm_then_rope"
@@ -134,6 +136,11 @@ class Variant:
         return self.head_dim - self.rope_dim if self.norm_dims == "nope" else self.head_dim
 
     @property
+    def reads_positions(self) -> bool:
+        """The row's math reads its token's position: RoPE, or a position-dependent temperature."""
+        return self.rope_dim > 0 or TEMPERATURES[self.temperature].on
+
+    @property
     def rope_begin(self) -> int:
         return 0 if self.rope_place == "head" else self.head_dim - self.rope_dim
 
@@ -171,6 +178,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "rope_style": (str, tuple(ROPE_STYLES)),
     "rope_table": (str, tuple(ROPE_TABLES)),
     "rope_sections": (tuple, None),
+    "temperature": (str, tuple(TEMPERATURES)),
     "norm": (str, tuple(NORMS)),
     "norm_bias": (bool, None),
     "norm_order": (str, get_args(NormOrder)),
@@ -209,6 +217,8 @@ def short_name(axis: str, value: object) -> str:
         return ROPE_STYLES[str(value)].short
     if axis == "rope_table":
         return ROPE_TABLES[str(value)].short
+    if axis == "temperature":
+        return TEMPERATURES[str(value)].short
     if axis == "rope_sections":
         return "sec" + "x".join(map(str, value)) if value else "nosec"  # type: ignore[union-attr]
     if axis == "norm":

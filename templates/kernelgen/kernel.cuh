@@ -48,7 +48,7 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
   const int head = static_cast<int>(f.token % Cfg::kHeads);
   f.loc = Cfg::kTokenSlots ? token : load_index(p.out_loc, p.out_loc_i64, token);
   if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
-  f.pos = Cfg::kRopeDim > 0 ? load_index(p.positions, p.positions_i64, token) : 0;
+  f.pos = Cfg::kRopeDim > 0 || Cfg::kTemperature ? load_index(p.positions, p.positions_i64, token) : 0;
   if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0) {  // M-RoPE: positions [3, N], a row per stream
     const int64_t n = p.num_tokens / Cfg::kHeads;
     f.pos_h = load_index(p.positions, p.positions_i64, n + token);
@@ -78,6 +78,18 @@ __device__ __forceinline__ void unpack_row(Row<Cfg>& r, const Fetched<Cfg>& f) {
     }
 }
 
+// Llama-4's query temperature: t = log(floor((pos + 1) / kTempFloorScale) + 1) * kTempAttnScale + 1 in float64 with
+// separately rounded operations (no contraction; spec/ropes.py Temperature.factor), rounded to float32 once.
+template <class Cfg>
+__device__ __forceinline__ void temper(Row<Cfg>& r, int64_t pos) {
+  const double k = floor(__ddiv_rn(static_cast<double>(pos) + 1.0, Cfg::kTempFloorScale));
+  const float t = __double2float_rn(__dadd_rn(__dmul_rn(log(__dadd_rn(k, 1.0)), Cfg::kTempAttnScale), 1.0));
+#pragma unroll
+  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+    for (int k2 = 0; k2 < Cfg::kVec; ++k2) r.v[c][k2] = __fmul_rn(r.v[c][k2], t);
+}
+
 // Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store.
 template <class Cfg>
 __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity) {
@@ -92,6 +104,7 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
   bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
+  if constexpr (Cfg::kTemperature) pos_ok = pos_ok && f.pos >= 0;  // its log needs pos + 1 >= 1
   if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0)
     pos_ok = pos_ok && f.pos_h >= 0 && f.pos_h < p.max_pos && f.pos_w >= 0 && f.pos_w < p.max_pos;
   FreqRows freqs_row;
@@ -121,6 +134,7 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
     round_bf16_if<Cfg::kRoundNormBf16>(r);  // round_norm_bf16: RoPE rotates the bf16 the norm would output
     rotate(r, o, freqs_row);
   }
+  if constexpr (Cfg::kTemperature) temper(r, f.pos);
   hadamard(r);
   const int64_t safe_loc = write ? f.loc : 0;
   constexpr int kRowsPerPage = Cfg::kPageSize * Cfg::kHeads;

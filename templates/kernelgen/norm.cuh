@@ -73,7 +73,12 @@ struct Operands {
 
 template <class Cfg>
 __device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r, const Params& p) {
-  if constexpr (Cfg::kNorm != Norm::kNone) {
+  if constexpr (Cfg::kNorm == Norm::kRmsUnweighted) {  // no weight: times 1 (exact)
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = 1.f;
+  } else if constexpr (Cfg::kNorm != Norm::kNone) {
     const auto* w = static_cast<const typename Cfg::Weight*>(p.weight);
     const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
 #pragma unroll

@@ -9,7 +9,7 @@
 
 namespace kernelgen {
 
-enum class Norm { kNone, kRms, kLayer, kRmsGemma };  // kRmsGemma: RMSNorm times (1 + weight)
+enum class Norm { kNone, kRms, kLayer, kRmsGemma, kRmsUnweighted };  // kRmsGemma: RMSNorm times (1 + weight)
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
 enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled, kFp16,
                    kFp8V41, kFp8V41Interleaved, kFp4V41, kFp4V41Interleaved, kFp8ScaledDivided, kFp8DsMla,
