@@ -53,6 +53,7 @@ VIOLATIONS: dict[str, Variant] = {
     "norm_nope_needs_rms": Variant("g_norm_nope_needs_rms", norm="layer", norm_dims="nope"),
     "rope_sections_cover_the_rope": Variant("g_rope_sections_cover_the_rope", rope_style="mrope", rope_table="halves",
                                             rope_sections=(8, 8, 8)),
+    "x_head_stride_spans_a_head": Variant("g_x_head_stride_spans_a_head", heads=2, x_head_stride=136),
     "mrope_reads_a_cos_sin_cache": Variant("g_mrope_reads_a_cos_sin_cache", rope_style="mrope_interleaved",
                                            rope_sections=(8, 12, 12)),
     "fp8dsmla_shape": Variant("g_fp8dsmla_shape", head_dim=512, store="fp8_ds_mla"),

@@ -124,7 +124,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
     def n(arg: str) -> str:
         return (names or {}).get(arg, arg)
 
-    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.heads * v.head_dim), x_align, n=n)
+    checks = _tensor("x", (TORCH_DTYPES[v.input_dtype],), ("N", v.x_width), x_align, n=n)
     if SLOT_SOURCES[v.slots].reads_out_loc:
         checks += _tensor("out_loc", INDEX_DTYPES, ("N",), n=n)
     if NORMS[v.norm].weight:

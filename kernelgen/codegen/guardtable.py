@@ -56,6 +56,12 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "M-RoPE reads each pair's cos and sin from the row of its stream's position in a cos_sin_cache (vLLM's "
           "[max_pos, rotary_dim]: the cos of every pair, then every sin): set rope_table: halves",
           axes=('rope_table', 'rope_style')),
+    Guard("x_head_stride_spans_a_head",
+          lambda v: v.x_head_stride == 0 or (v.x_head_stride >= v.head_dim and v.x_head_stride % 16 == 0),
+          "kXHeadStride == kHeadDim || (kXHeadStride >= kHeadDim && kXHeadStride % 16 == 0)",
+          "x_head_stride is the elements from one head of x to the next: at least head_dim and a multiple of 16 "
+          "(whole vectors), e.g. 2 x head_dim for a gated projection's [q | gate] heads; 0 means head_dim",
+          axes=('x_head_stride', 'head_dim')),
     Guard("heads_range", lambda v: 1 <= v.heads <= 128, "kHeads >= 1 && kHeads <= 128",
           "heads must be between 1 and 128", axes=('heads',)),
     Guard("page_size_pow2", lambda v: is_pow2(v.page_size) and v.page_size <= 4096,

@@ -106,6 +106,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "rope_begin": v.rope_begin,
         "neox": _cpp_bool(ROPE_STYLES[v.rope_style].neox),
         "rope_halves": _cpp_bool(ROPE_TABLES[v.rope_table].halves),
+        "x_head_stride": v.x_head_stride or v.head_dim,
         "streams": ROPE_STYLES[v.rope_style].streams,
         "temperature": _cpp_bool(TEMPERATURES[v.temperature].on),
         "temp_floor_scale": repr(float(TEMPERATURES[v.temperature].floor_scale)),

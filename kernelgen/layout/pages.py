@@ -114,6 +114,8 @@ def split_heads(v: Variant, inputs: dict[str, Any]) -> tuple[Variant, dict[str, 
     if v.heads == 1:
         return v, inputs
     x, positions = inputs["x"], inputs["positions"]
+    if v.x_head_stride:  # each head's first head_dim elements of its x_head_stride (a gated projection's q)
+        x = x.reshape(x.shape[0], v.heads, v.x_head_stride)[:, :, :v.head_dim]
     rows = dict(inputs, x=x.reshape(x.shape[0] * v.heads, v.head_dim),
                 positions=None if positions is None else positions.repeat_interleave(v.heads, dim=-1),
                 out_loc=head_slots(inputs["out_loc"], v.heads))

@@ -43,7 +43,7 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     g = torch.Generator(device="cpu").manual_seed(seed)
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
-    x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g) * 3 + 0.5).to(dtype)
+    x = (torch.randn(num_tokens, v.x_width, generator=g) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
@@ -139,7 +139,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     g = torch.Generator(device=device).manual_seed(seed)  # generated where used: 1M-token batches are large
     dtype = getattr(torch, TORCH_DTYPES[v.input_dtype])
     wdtype = getattr(torch, TORCH_DTYPES[v.weight_dtype])
-    x = (torch.randn(num_tokens, v.heads * v.head_dim, generator=g, device=device) * 3 + 0.5).to(dtype)
+    x = (torch.randn(num_tokens, v.x_width, generator=g, device=device) * 3 + 0.5).to(dtype)
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
@@ -215,7 +215,7 @@ def _packed(ms: list[Member], per: list[dict[str, Any]], device: str) -> dict[st
             out[k], out[v] = pool[:, 0], pool[:, 1]
     col = 0
     for m in ms:  # each member's input: its columns of the packed qkv (no copy)
-        width = m.variant.heads * m.variant.head_dim
+        width = m.variant.x_width
         out[m.input] = out["qkv"][:, col:col + width]
         col += width
     return out

@@ -276,7 +276,7 @@ class Op:
         if qkv is not None:
             col = 0
             for m in self.members:
-                width = m.variant.heads * m.variant.head_dim
+                width = m.variant.x_width
                 given.setdefault(m.input, qkv[:, col:col + width])
                 col += width
         for out in self.viewed:

@@ -18,8 +18,9 @@ MODEL_DEFAULTS: dict[str, object] = {
     "v_head_dim": None,  # default head_dim
     "rotary_dim": None,  # default head_dim (full rotary); fewer: the first rotary_dim dims of each head; 0: no RoPE
     "rope_style": "neox", "rope_table": "halves", "qk_norm": "none",
-    "mrope_section": None,
-    "q_temperature": "none",  # llama4: Llama-4's attn_temperature_tuning on Q (its NoPE layers)  # M-RoPE (rope_style mrope or mrope_interleaved): pairs per position stream, e.g. [16, 24, 24]
+    "mrope_section": None,  # M-RoPE (rope_style mrope or mrope_interleaved): pairs per position stream, e.g. [16, 24, 24]
+    "q_temperature": "none",  # llama4: Llama-4's attn_temperature_tuning on Q (its NoPE layers)
+    "attn_output_gate": False,  # Qwen3-Next / Qwen3.5: each Q head of the projection is [q | gate]; Q reads q
     "norm_order": "norm_then_rope",  # or "rope_then_norm": Q's and K's norm runs on the rotated heads
     "q_store": "bf16",  # or "none": no Q output (the group writes K and V only)
     "kv_store": "bf16", "k_store": None, "v_store": None,  # k_store / v_store default to kv_store
@@ -33,7 +34,7 @@ _DERIVED = {"mrope_section": "none: one position stream", "v_head_dim": "head_di
             "v_store": "kv_store"}
 _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
                "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
-               "mrope_section": "rope_sections", "q_temperature": "temperature",
+               "mrope_section": "rope_sections", "q_temperature": "temperature", "attn_output_gate": "x_head_stride",
                "norm_order": "norm_order",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
                "page_size": "page_size", "kv_layout": "kv_layout", "input_dtype": "input_dtype",
@@ -68,7 +69,11 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
         for key, value in given.items():  # every key given is checked, a null too: it never means the default
             if value is None:
                 raise _fail(src, path + (key,), _null_message(name, key))
-            if not (key == "q_store" and value == "none"):
+            if key == "attn_output_gate":  # a flag of the model, not an axis value
+                if not isinstance(value, bool):
+                    raise _fail(src, path + (key,), f"model {quote(name)}: attn_output_gate must be true or false, "
+                                                    f"got {quote(value)}")
+            elif not (key == "q_store" and value == "none"):
                 given[key] = _axis_value(src, path + (key,), _MODEL_AXIS[key], value, key)
         m = {**MODEL_DEFAULTS, **given}
         if m["num_q_heads"] % m["num_kv_heads"]:
@@ -86,9 +91,9 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
               "rope_sections": m["mrope_section"] or ()}
         parts = {
             "q": ({**qk, "heads": m["num_q_heads"], "store": m["q_store"], "slots": "token", "page_size": 1,
-                   "temperature": m["q_temperature"]},
+                   "temperature": m["q_temperature"], "x_head_stride": 2 * head_dim if m["attn_output_gate"] else 0},
                   ("num_q_heads", "head_dim", "rotary_dim", "qk_norm", "norm_order", "q_store", "mrope_section",
-                   "rope_style", "q_temperature")),
+                   "rope_style", "q_temperature", "attn_output_gate")),
             "k": ({**qk, "heads": m["num_kv_heads"], "store": m["k_store"] or m["kv_store"],
                    "page_size": m["page_size"], "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"]},
                   ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "norm_order", "k_store", "kv_store",

@@ -20,7 +20,7 @@ from .yamlsrc import Located, quote
 # The range of each integer axis checked at parse time: the generated code holds these as C++ `int` constants,
 # so nothing past 2**31 - 1 reaches the guards, which hold the real limits (and say what to choose instead).
 INT_MAX = 2 ** 31 - 1
-INT_RANGES = {"head_dim": (1, INT_MAX), "heads": (1, INT_MAX), "rope_dim": (0, INT_MAX), "page_size": (1, INT_MAX)}
+INT_RANGES = {"head_dim": (1, INT_MAX), "heads": (1, INT_MAX), "x_head_stride": (0, INT_MAX), "rope_dim": (0, INT_MAX), "page_size": (1, INT_MAX)}
 # Other spellings of axis values (torch, paper and library names), for "did you mean" hints; keys are lower
 # case with '_' for '-' and ' '. Each value keeps its one spelling, so names, keys and records have one form.
 # None marks a spelling of something the axis does not take (fp16 weights, fp32 stores): no near value is

@@ -83,6 +83,9 @@ class Variant:
     name: str
     head_dim: int = 128
     heads: int = 1  # rows of head_dim per token (e.g. a layer's K heads), each normed, rotated and stored on its own
+    # elements from one head of x to the next (0: head_dim, heads packed): 2 x head_dim reads the first half of each
+    # head of a gated projection (Qwen3-Next's [q | gate] per head), leaving the gate in place
+    x_head_stride: int = 0
     rope_dim: int = 64
     rope_place: RopePlace = "tail"
     rope_style: RopeStyle = "interleaved"
@@ -136,6 +139,11 @@ class Variant:
         return self.head_dim - self.rope_dim if self.norm_dims == "nope" else self.head_dim
 
     @property
+    def x_width(self) -> int:
+        """Columns of x per token: heads of x_head_stride elements (head_dim where it is 0)."""
+        return self.heads * (self.x_head_stride or self.head_dim)
+
+    @property
     def reads_positions(self) -> bool:
         """The row's math reads its token's position: RoPE, or a position-dependent temperature."""
         return self.rope_dim > 0 or TEMPERATURES[self.temperature].on
@@ -173,6 +181,7 @@ class Variant:
 AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "head_dim": (int, None),
     "heads": (int, None),
+    "x_head_stride": (int, None),
     "rope_dim": (int, None),
     "rope_place": (str, get_args(RopePlace)),
     "rope_style": (str, tuple(ROPE_STYLES)),
@@ -211,6 +220,8 @@ def short_name(axis: str, value: object) -> str:
         return f"d{value}"
     if axis == "heads":
         return f"h{value}"
+    if axis == "x_head_stride":
+        return f"xs{value}"
     if axis == "rope_dim":
         return f"r{value}" if value else "norope"
     if axis == "rope_style":

@@ -55,7 +55,7 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
     f.pos_w = load_index(p.positions, p.positions_i64, 2 * n + token);
   }
   const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
-                                                     head * Cfg::kHeadDim);
+                                                     head * Cfg::kXHeadStride);
 #pragma unroll
   for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
