@@ -18,6 +18,7 @@ MODEL_DEFAULTS: dict[str, object] = {
     "v_head_dim": None,  # default head_dim
     "rotary_dim": None,  # default head_dim (full rotary); fewer: the first rotary_dim dims of each head; 0: no RoPE
     "rope_style": "neox", "rope_table": "halves", "qk_norm": "none",
+    "v_norm": "none",  # Gemma-3n: rms_unweighted (vLLM's v_norm = RMSNorm(head_dim, has_weight=False)) on each V head
     "mrope_section": None,  # M-RoPE (rope_style mrope or mrope_interleaved): pairs per position stream, e.g. [16, 24, 24]
     "q_temperature": "none",  # llama4: Llama-4's attn_temperature_tuning on Q (its NoPE layers)
     "attn_output_gate": False,  # Qwen3-Next / Qwen3.5: each Q head of the projection is [q | gate]; Q reads q
@@ -34,6 +35,7 @@ _DERIVED = {"mrope_section": "none: one position stream", "v_head_dim": "head_di
             "v_store": "kv_store"}
 _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "head_dim", "v_head_dim": "head_dim",
                "rotary_dim": "rope_dim", "rope_style": "rope_style", "rope_table": "rope_table", "qk_norm": "norm",
+               "v_norm": "norm",
                "mrope_section": "rope_sections", "q_temperature": "temperature", "attn_output_gate": "x_head_stride",
                "norm_order": "norm_order",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
@@ -99,10 +101,10 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
                   ("num_kv_heads", "head_dim", "rotary_dim", "qk_norm", "norm_order", "k_store", "kv_store",
                    "page_size", "kv_layout", "kv_pool", "mrope_section", "rope_style")),
             "v": ({**shared, "head_dim": m["v_head_dim"] or head_dim, "heads": m["num_kv_heads"], "rope_dim": 0,
-                   "norm": "none", "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"],
+                   "norm": m["v_norm"], "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"],
                    "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"]},
-                  ("num_kv_heads", "v_head_dim", "head_dim", "v_store", "kv_store", "page_size", "kv_layout",
-                   "kv_pool")),
+                  ("num_kv_heads", "v_head_dim", "head_dim", "v_norm", "v_store", "kv_store", "page_size",
+                   "kv_layout", "kv_pool")),
         }
         members = []
         for role, (settings, keys) in parts.items():
