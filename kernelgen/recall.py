@@ -187,8 +187,9 @@ def make_queries(v: Variant, world: World, model: KeyModel, queries: int, heads:
     return q / q.norm(dim=-1, keepdim=True), weights
 
 
-def decode_store(v: Variant, store: str, keys: torch.Tensor) -> torch.Tensor:
-    """fp32 keys -> the store's bytes (codec.encode, as the kernel writes them) -> float32 (codec.decode)."""
+def decode_store(v: Variant, store: str, keys: torch.Tensor, global_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """fp32 keys -> the store's bytes (codec.encode, as the kernel writes them) -> float32 (codec.decode); a store
+    with a per-tensor scale takes it as global_scale."""
     import torch
 
     from .layout import codec
@@ -197,8 +198,8 @@ def decode_store(v: Variant, store: str, keys: torch.Tensor) -> torch.Tensor:
     if store == FP32:
         return keys
     layout = layout_of(v)
-    fields = codec.encode(layout, keys, v.round_through_bf16)
-    return codec.decode(layout, fields, torch.ones(keys.shape[0], dtype=torch.bool))
+    fields = codec.encode(layout, keys, v.round_through_bf16, global_scale)
+    return codec.decode(layout, fields, torch.ones(keys.shape[0], dtype=torch.bool), global_scale)
 
 
 def indexer_scores(keys: torch.Tensor, q: torch.Tensor, w: torch.Tensor, chunk: int = SCORE_CHUNK) -> torch.Tensor:

@@ -12,14 +12,14 @@ from .._version import __version__
 from ..errors import KernelgenError, storage_error
 from .benchcmd import cmd_bench
 from .common import CHECK_TARGETS, SPEC_HELP, SPECS_HELP, out
-from .specs import cmd_build, cmd_check, cmd_export, cmd_guards, cmd_list, cmd_recall, cmd_render
+from .specs import cmd_build, cmd_check, cmd_export, cmd_fidelity, cmd_guards, cmd_list, cmd_recall, cmd_render
 from .tunecmd import cmd_tune
 
 __all__ = ["main", "out", "parser"]
 
 
 def parser() -> argparse.ArgumentParser:
-    from .. import recall
+    from .. import fidelity, recall
 
     p = argparse.ArgumentParser(prog="kernelgen", description="fused norm/RoPE/quantize/KV-store CUDA kernels from YAML specs")
     p.add_argument("--version", action="version", version=f"kernelgen {__version__}")
@@ -89,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("recall", help="index-key recall of fp8/fp4/bf16 stores vs fp32 (CPU)",
                         description=recall.__doc__)
     recall.add_arguments(rc).set_defaults(func=cmd_recall)
+    fd = sub.add_parser("fidelity", help="attention error of K/V stores (bf16, fp8, int8, fp4) vs fp32 (CPU)",
+                        description=fidelity.__doc__)
+    fidelity.add_arguments(fd).set_defaults(func=cmd_fidelity)
     gd = sub.add_parser("guards", help="the guard table")
     gd.set_defaults(func=cmd_guards)
     p.set_defaults(commands=tuple(sub.choices))

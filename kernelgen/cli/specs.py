@@ -213,6 +213,12 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return recall.run(args, args.command_line)
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from .. import fidelity
+
+    return fidelity.run(args, args.command_line)
+
+
 def cmd_guards(args: argparse.Namespace) -> int:
     table = Table(title="guards (Python precheck == static_assert text)", title_justify="left")
     for col in ("id", "message"):
