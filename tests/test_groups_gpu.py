@@ -433,14 +433,14 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
     store = g.member("k").store
     head_scales = store.endswith("_per_token_head")
     cell = 2 * (d + 4) if head_scales else 2 * d  # elements of one (slot, head) cell, as vLLM allocates it
-    typed = pool.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, cell)
+    typed = pool.view(torch.uint8 if fp8 else torch.bfloat16).view(-1, page, hkv, cell)  # every page allocated
     rest = {k: t for k, t in inputs.items() if k not in ("q", "k", "v", "k_cache", "v_cache")}
     op(**rest, kv_cache=typed)
     assert torch.equal(pool, want)
 
     def vllm_kv(cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V rows of the written slots [N, Hkv, D] float32, read as vLLM's attention reads the cache."""
-        cells = cache.view(torch.uint8 if fp8 else torch.bfloat16).view(num_pages, page, hkv, cell)[out_loc // page,
+        cells = cache.view(torch.uint8 if fp8 else torch.bfloat16).view(-1, page, hkv, cell)[out_loc // page,
                                                                                                    out_loc % page]
         if head_scales:  # [K(D) | K scale | V(D) | V scale]: the scales are float32 views at byte D of each half
             k, ks, v, vs = cells.split([d, 4, d, 4], dim=-1)
