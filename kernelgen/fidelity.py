@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_SPEC = "attention_prep"
 DEFAULT_MODEL = "qwen3_8b_bf16"  # its K (QK-norm, NeoX RoPE over 128 dims) and V heads give the rows' math
 DEFAULT_CONTEXTS = (1024, 4096, 16384, 65536)
-DEFAULT_STORES = (FP32, "bf16", "fp8_scaled", "fp8_per_token_head", "int8_per_token_head", "fp8_e4m3", "nvfp4",
-                  "fp4_e2m1")
+DEFAULT_STORES = (FP32, "bf16", "fp8_scaled", "fp8_per_token_head", "int8_per_token_head", "fp8_e4m3", "nvfp4_kv",
+                  "mxfp4", "fp4_e2m1")
 DEFAULT_QUERIES = 16
 DEFAULT_GROUP = 4  # Q heads sharing the KV head (Qwen3-8B: 32 / 8)
 DEFAULT_SHARPNESS = 4.0  # scores = sharpness * (unit query . key): the keys' rms is about 1, so logits of std ~4
@@ -56,17 +56,18 @@ def study_members(spec: str, model: str) -> tuple[Variant, Variant]:
 
 def per_tensor_scale(store: str, rows: torch.Tensor) -> torch.Tensor | None:
     """The calibrated per-tensor scale a serving engine passes with a global-scale store, as float32 [1]: the
-    decode scale amax / 448 of an fp8 store (k_scale / v_scale: v = code * s), or the encode scale
-    448 * 6 / amax of NVFP4 (v * g is quantized: FlashInfer's and TensorRT-LLM's global scale)."""
+    values' amax maps to the largest code the format reaches (448 for e4m3 codes; 448 x 6 for e2m1 codes under an
+    e4m3 block scale). A dequantization scale s = amax / reach (k_scale / v_scale, v = code x s: vLLM's and
+    FlashInfer's) where the format takes one, else the encode scale g = reach / amax (v x g is quantized: NVFP4's
+    global scale)."""
     import torch
 
     fmt = FORMATS[store]
     if not fmt.global_scale:
         return None
+    reach = E4M3_MAX * (E2M1_MAX if fmt.parts[0].encoding == "e2m1x2" else 1.0)
     amax = rows.abs().amax().clamp_min(1e-12).to(torch.float32).reshape(1)
-    if fmt.scale_reciprocal or fmt.scale_divides:
-        return amax / E4M3_MAX
-    return E4M3_MAX * E2M1_MAX / amax
+    return amax / reach if fmt.scale_reciprocal or fmt.scale_divides else reach / amax
 
 
 def readback(v: Variant, store: str, rows: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,8 @@ from kernelgen.errors import KernelgenError, SpecError
 
 pytestmark = pytest.mark.pure
 
-STORES = ("fp32", "bf16", "fp8_scaled", "fp8_per_token_head", "int8_per_token_head", "nvfp4", "fp4_e2m1")
+STORES = ("fp32", "bf16", "fp8_scaled", "fp8_per_token_head", "int8_per_token_head", "nvfp4", "nvfp4_kv", "mxfp4",
+          "fp4_e2m1")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,8 @@ def test_the_errors_order_the_stores_by_their_precision(rows: dict[tuple[str, in
             err = {s: rows[s, n, metric] for s in STORES}
             assert err["fp32"] == 0.0
             assert 0 < err["bf16"] < err["int8_per_token_head"] < err["fp8_per_token_head"] < err["nvfp4"] \
-                < err["fp4_e2m1"], (n, metric, err)
+                < err["mxfp4"], (n, metric, err)
+            assert err["nvfp4_kv"] < err["mxfp4"] and err["fp8_per_token_head"] < err["nvfp4_kv"], (n, metric, err)
             assert err["fp8_scaled"] > err["bf16"] * 4
 
 
@@ -36,6 +38,7 @@ def test_per_tensor_scales_are_what_engines_calibrate() -> None:
     assert torch.equal(fidelity.per_tensor_scale("fp8_scaled", rows), torch.tensor([3.0 / 448]))
     assert torch.equal(fidelity.per_tensor_scale("fp8_scaled_divided", rows), torch.tensor([3.0 / 448]))
     assert torch.equal(fidelity.per_tensor_scale("nvfp4", rows), torch.tensor([448 * 6 / 3.0]))
+    assert torch.equal(fidelity.per_tensor_scale("nvfp4_kv", rows), torch.tensor([3.0]) / (448 * 6))
 
 
 def test_a_store_read_back_is_within_its_quantization_step() -> None:

@@ -49,6 +49,8 @@ VIOLATIONS: dict[str, Variant] = {
     "nvfp4_dsv4_shape": Variant("g_nvfp4_dsv4_shape", head_dim=256, store="nvfp4_dsv4"),
     "nvfp4_dsv4_no_hadamard": Variant("g_nvfp4_dsv4_no_hadamard", head_dim=512, store="nvfp4_dsv4", hadamard=True),
     "nvfp4_group_span": Variant("g_nvfp4_group_span", store="nvfp4", launch=Launch(2, 0, 4)),
+    "nvfp4_kv_group_span": Variant("g_nvfp4_kv_group_span", store="nvfp4_kv", launch=Launch(2, 0, 4)),
+    "mxfp4_group_span": Variant("g_mxfp4_group_span", store="mxfp4", launch=Launch(2, 0, 8)),
     "norm_nope_needs_tail_rope": Variant("g_norm_nope_needs_tail_rope", norm_dims="nope", rope_place="head"),
     "norm_nope_needs_rms": Variant("g_norm_nope_needs_rms", norm="layer", norm_dims="nope"),
     "rope_sections_cover_the_rope": Variant("g_rope_sections_cover_the_rope", rope_style="mrope", rope_table="halves",

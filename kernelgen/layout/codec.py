@@ -233,16 +233,30 @@ def _encode_e4m3_plain(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
     return {part.field: e4m3_encode(y)}
 
 
-def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
-    """UE8M0 exponent per group, then codes of y / 2^e (exact: a power of two)."""
+def ocp_exponent(y: torch.Tensor, group: int) -> torch.Tensor:
+    """The OCP MX block exponent per group, [N, D/group]: floor(log2(amax)) - 2 read off amax's float32 exponent bits,
+    -127 for a zero or subnormal amax (SGLang's MXFP4 writer)."""
     import torch
 
-    e = _group_scale_exponent(y, part.group, QMAX[part.encoding], part.scale == "ue8m0_scale_floor")
-    q = y / pow2(e).repeat_interleave(part.group, dim=-1)
+    amax = y.abs().reshape(y.shape[0], -1, group).amax(dim=-1).to(torch.float32)
+    field = (amax.view(torch.int32) >> 23) & 0xFF
+    return torch.where(field == 0, torch.full_like(field, -127), field - 129)
+
+
+def _encode_pow2_groups(part: Part, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """UE8M0 exponent per group, then codes of y / 2^e (exact: a power of two); the OCP MX rule rounds the e2m1
+    codes to nearest even."""
+    import torch
+
+    ocp = part.scale == "ue8m0_ocp"
+    e = ocp_exponent(y, part.group) if ocp else \
+        _group_scale_exponent(y, part.group, QMAX[part.encoding], part.scale == "ue8m0_scale_floor")
+    # times 2^-e where e may be -127 (2^-127 is no normal float: pow2 reads it as 0); both are exact
+    q = y * pow2(-e).repeat_interleave(part.group, dim=-1) if ocp else y / pow2(e).repeat_interleave(part.group, dim=-1)
     if part.encoding == "e4m3":
         codes = e4m3_encode(q)
     else:
-        nibbles = e2m1_encode(q)
+        nibbles = e2m1_encode_rne(q) if ocp else e2m1_encode(q)
         codes = nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
     return {part.field: codes, part.scale_field: (e + 127).to(torch.uint8)}
 
@@ -325,7 +339,8 @@ def _decode_e4m3_plain(part: Part, fields: dict[str, torch.Tensor]) -> torch.Ten
 def _decode_pow2_groups(part: Part, fields: dict[str, torch.Tensor]) -> torch.Tensor:
     import torch
 
-    scale = pow2(fields[part.scale_field].to(torch.int32) - 127).repeat_interleave(part.group, dim=-1)
+    byte = fields[part.scale_field].to(torch.int32)
+    scale = torch.where(byte == 0, 2.0 ** -127, pow2(byte - 127)).repeat_interleave(part.group, dim=-1)  # byte 0: 2^-127
     codes = fields[part.field]
     values = e4m3_decode(codes) if part.encoding == "e4m3" else e2m1_decode(unpack_nibbles(codes))
     return values * scale
@@ -391,6 +406,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("e4m3", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e4m3", "ue8m0_scale_floor"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e2m1x2", "ue8m0"): Rule(_encode_pow2_groups, _decode_pow2_groups),
+    ("e2m1x2", "ue8m0_ocp"): Rule(_encode_pow2_groups, _decode_pow2_groups),
     ("e2m1x2", "e4m3"): Rule(_encode_e4m3_groups, _decode_e4m3_groups),
     ("e2m1x2", "e4m3_divided"): Rule(_encode_e4m3_groups_divided, _decode_e4m3_groups),
     ("e4m3", "fp32_scale_floor"): Rule(_encode_token_head, _decode_token_head),

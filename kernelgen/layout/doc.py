@@ -109,6 +109,39 @@ reciprocal may be an ulp apart from vLLM's and a code one step apart where a pro
 A row holding NaN or inf is stored as codes 0 (int8) or 0x7F (e4m3) with a NaN scale; Triton's `tl.max` and
 `tl.maximum` do not propagate NaN by default, so vLLM's bytes for such a row differ.
 
+**`mxfp4`: SGLang's MXFP4 KV cache of GQA models** (SGLang PR #38724, open when read: `python/sglang/kernels/ops/
+quantization/mxfp4_quant.py` `_mxfp4_quant_store_kernel`, lines 56-152; its eager twin `kvfp4_tensor.py`
+`MXFP4KVQuantizeUtil`, lines 195-237). Four tensors per layer: `k_buffer`, `v_buffer` uint8 [slots, kv_heads,
+head_dim / 2] and `k_scale_buffer`, `v_scale_buffer` uint8 [slots, kv_heads, head_dim / 32] (read as
+float8_e8m0fnu), indexed by slot (no page dimension: kernelgen's page_size 1). A block is 32 consecutive dims of
+one head (lines 90-91); its exponent is `floor(log2(amax)) - 2` taken from amax's float32 exponent field
+(lines 112-119: field - 129; -127 for a zero or subnormal amax, no floor); the scale byte is e + 127 (line
+120); each value times 2^-e (exact) is clamped to 6 and rounded to nearest even (`libdevice.rint` on three
+evenly spaced ranges, lines 125-139), sign in bit 3 (a negative value that rounds to 0 is code 8), the even
+dim in the low nibble (lines 141-149). kernelgen's page holds all the slot's K codes, then its scales;
+`Pages.field_view(cache, "values")` and `field_view(cache, "scales")` are SGLang's two tensors as strided views,
+which its Triton decode reads through their strides (`decode_attention_mxfp4_sm120.py`: byte `loc x stride +
+head x stride + d // 2`, scale `... + d // 32`). Differences: SGLang marks only the block that holds a NaN
+(scale 0xFF, codes 0) and writes a block holding inf with scale 254 and codes 6; kernelgen stores a row holding
+NaN or inf as a NaN row (every scale 0xFF, codes 0). SGLang leaves slot 0 unwritten (its padding slot):
+kernelgen writes what out_loc names, so pass -1 for padding rows.
+
+**`nvfp4_kv`: FlashInfer's NVFP4 K/V append** (FlashInfer 0.7.2's wheel: `flashinfer/page.py`
+`nvfp4_quantize_append_paged_kv_cache_with_slot_mapping`, lines 835-907; `data/include/flashinfer/page.cuh`
+lines 287-346 and 556-618). K and V data uint8 [pages, page_size, kv_heads, head_dim / 2] and float8_e4m3fn
+scales [pages, page_size, kv_heads, head_dim / 16] in tensors of their own, linear (no swizzle); k_scale and
+v_scale are float32 [1] dequantization scales (v = e2m1 x block scale x k_scale, `page.py` lines 732-734). Per
+16 values FlashInfer computes `sf = e4m3_sat(amax / (6 k_scale))` and codes `e2m1_rne(v x 1 / (sf x k_scale))`
+(0 where sf is 0), even dim in the low nibble, with `-use_fast_math` (approximate divide and reciprocal).
+kernelgen multiplies the row by RN(1 / k_scale) first, then takes `e4m3_sat(amax x RN(1/6))` and codes of
+`v x RN(1 / sf)` with correctly rounded operations: the scale codes agree but where the two roundings straddle
+an e4m3 boundary (then they are one code apart; tests/test_fp4_kv.py measures over 99% equal on Gaussian
+rows), and so do the codes. `Pages.field_view` gives the data and scale tensors as views of kernelgen's pool;
+FlashInfer's FA2 and XQA readers index both through their strides (`prefill.cuh` lines 798-879, `xqa/mha.cu`
+lines 2228-2235). trtllm-gen wants V's scales 4-token interleaved (`out[(t // 4) x 4S + 4s + t % 4] = in[t x S +
+s]`, S = head_dim / 16), which only FlashInfer's offline quantizer and vLLM's own writer produce: not a
+kernelgen layout yet.
+
 **`fp8_ds_mla`: FlashMLA-sparse's DeepSeek-V3.2 MLA record as vLLM writes it** (vLLM 0.34.0,
 `csrc/cache_kernels.cu` `concat_and_cache_ds_mla_kernel`, lines 660-700). 656 B per token: bytes 0..511 the
 e4m3 codes of the 512 latent dims (tile t = dims 128t..128t+127), bytes 512..527 four float32 tile scales,

@@ -64,6 +64,33 @@ class Pages(Layout):
         mine = (cols % (self.page_stride // (self.page_size * self.heads))) < self.pool_record
         return (~mine).expand_as(cache)
 
+    def field_view(self, cache: torch.Tensor, name: str) -> torch.Tensor:
+        """One field of every record of a cache, as a strided uint8 view (never a copy): [num_pages, page_size,
+        heads, size] (NHD), [num_pages, heads, page_size, size] (HND), [num_pages, page_size, size] with one head.
+        A format whose page holds all values, then all scales gives the two tensors the engines allocate apart:
+        FlashInfer's NVFP4 K data [pages, page_size, H, D/2] and scales [pages, page_size, H, D/16], SGLang's
+        MXFP4 k_buffer [slots, H, D/2] and k_scale_buffer [slots, H, D/32] (page_size 1). Their readers index
+        through the tensors' strides, so they read these views as they are."""
+        import torch
+
+        f = self.field(name)
+        if not isinstance(cache, torch.Tensor) or cache.dtype != torch.uint8 or cache.dim() != 2 or \
+                (cache.shape[0] > 1 and cache.stride(0) != self.page_stride) or cache.stride(1) != 1 or \
+                cache.shape[1] != self.page_bytes:
+            got = f"{cache.dtype} {list(cache.shape)} strides {list(cache.stride())}" \
+                if isinstance(cache, torch.Tensor) else type(cache).__name__
+            raise ValueError(f"{self.variant_name}: field_view needs this cache as uint8 [num_pages, {self.page_bytes}] "
+                             f"with pages {self.page_stride} B apart, got {got}")
+        pages, size, heads = cache.shape[0], f.size, self.heads
+        per_page = self.page_size
+        if heads == 1:
+            shape, strides = (pages, per_page, size), (self.page_stride, f.stride, 1)
+        elif self.hnd:  # record of (slot s, head h) at h * page_size + s
+            shape, strides = (pages, heads, per_page, size), (self.page_stride, f.stride * per_page, f.stride, 1)
+        else:  # record s * heads + h
+            shape, strides = (pages, per_page, heads, size), (self.page_stride, f.stride * heads, f.stride, 1)
+        return cache.as_strided(shape, strides, cache.storage_offset() + f.base)
+
     def decode(self, cache: torch.Tensor, out_loc: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Stored rows at slots out_loc back to float32 [N, head_dim], or [N, heads, head_dim] with several
         heads (NaN where out_loc is not a slot of cache). scale: the global scale g the rows were stored

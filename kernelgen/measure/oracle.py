@@ -497,6 +497,31 @@ def _check_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Te
     return [code_check, scale_check]
 
 
+def _ocp_exponent(amax: torch.Tensor) -> torch.Tensor:
+    """floor(log2(amax)) - 2, or -127 below the least normal float32 (a zero or subnormal amax): the OCP MX rule."""
+    import torch
+
+    return torch.where(amax < 2.0 ** -126, torch.full_like(amax, -127, dtype=torch.int64),
+                       _floor_log2(amax.clamp_min(2.0 ** -126), -126) - 2)
+
+
+def _check_ocp_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
+    """MXFP4 (the OCP MX rule): exponent floor(log2(amax)) - 2 per group, no floor (-127 for a zero or subnormal
+    amax); codes of y / 2^e rounded to nearest even, saturating at 6. The exponent's window comes from the amax
+    window; where the kernel's exponent is accepted, its codes are judged by it."""
+    import torch
+
+    group = min(part.group, values.mid.shape[1])
+    amax = _group_amax(values, group)
+    want = _Span(_ocp_exponent(amax.mid), _ocp_exponent(amax.lo), _ocp_exponent(amax.hi))
+    got = raw[part.scale_field].to(torch.int64)[:, :want.mid.shape[1]] - 127
+    ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
+    scale_check = _count(part.scale_field, ok, (got - want.mid).abs())
+    step = _pow2(torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1))
+    q = _Span(values.mid / step, values.lo / step, values.hi / step)  # exact: powers of two
+    return [_verdict(part.field, _decode_e2m1(raw[part.field]), q, E2M1_RNE), scale_check], 0.0
+
+
 def _check_fields(layout: Layout, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
     """Each part of the format judged by its rule; the largest relative fp32-scale tolerance applied."""
     checks: list[FieldCheck] = []
@@ -663,6 +688,7 @@ _CHECKERS: dict[tuple[str, str], Callable[[Part, _Span, dict[str, torch.Tensor]]
     ("e4m3", "ue8m0"): _check_pow2_groups,
     ("e4m3", "ue8m0_scale_floor"): _check_pow2_groups,
     ("e2m1x2", "ue8m0"): _check_pow2_groups,
+    ("e2m1x2", "ue8m0_ocp"): _check_ocp_groups,
     ("e2m1x2", "e4m3"): _check_e4m3_groups,
     ("e2m1x2", "e4m3_divided"): _check_e4m3_groups_divided,
     ("e4m3", "fp32_scale_floor"): _check_token_head,

@@ -21,7 +21,7 @@ StoreKind = str
 Dims = Literal["all", "nope", "rope"]  # the whole row, the dims before the roped block, the roped block
 ValueEncoding = Literal["bf16", "fp16", "e4m3", "e2m1x2", "i8"]
 ScaleKind = Literal["none", "fp32", "fp32_divided", "fp32_pow2", "fp32_pow2_floor", "fp32_scale_floor", "ue8m0",
-                    "ue8m0_scale_floor", "e4m3", "e4m3_divided"]
+                    "ue8m0_scale_floor", "ue8m0_ocp", "e4m3", "e4m3_divided"]
 
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -33,7 +33,8 @@ SCALE_STORAGE: dict[str, tuple[str, int]] = {"fp32": ("fp32", 4), "fp32_divided"
                                              "fp32_pow2": ("fp32", 4), "fp32_pow2_floor": ("fp32", 4),
                                              "fp32_scale_floor": ("fp32", 4),
                                              "ue8m0": ("ue8m0", 1),
-                                             "ue8m0_scale_floor": ("ue8m0", 1), "e4m3": ("e4m3", 1),
+                                             "ue8m0_scale_floor": ("ue8m0", 1), "ue8m0_ocp": ("ue8m0", 1),
+                                             "e4m3": ("e4m3", 1),
                                              "e4m3_divided": ("e4m3", 1)}
 # ceil(log2(1e-4)): the least exponent of a "ue8m0_scale_floor" scale (2^-13 >= 1e-4 > 2^-14)
 SCALE_FLOOR_EXP = -13
@@ -59,6 +60,9 @@ class Part:
     stored as the byte e + 127, codes of y / 2^e.
     scale "ue8m0_scale_floor" (SGLang's V4.1 records): the same, with the 1e-4 floor on the scale instead of
     amax: 2^ceil(log2(max(amax / qmax, 1e-4))), i.e. an exponent of at least -13.
+    scale "ue8m0_ocp" (the OCP MX rule, SGLang's MXFP4 KV): one power-of-two scale 2^e per `group` dims with
+    e = floor(log2(amax)) - 2 read off amax's float32 exponent bits (-127 for a zero or subnormal amax; no floor), stored
+    as the byte e + 127, codes of y / 2^e rounded to nearest even, saturating at 6 (amax / 2^e lies in [4, 8)).
     scale "e4m3" (NVFP4): one e4m3 scale s = RN_sat(amax * RN(1/6)) per `group` dims, codes of
     y * RN(1 / s) (0 where s is 0) rounded to nearest even, saturating at 6.
     scale "e4m3_divided" (SGLang's V4.1 fp4 record): s = RN_e4m3(clamp(RN(amax / 6), 2^-9, 448)) per `group`
@@ -181,7 +185,7 @@ class StoreFormat:
 ENCODERS: dict[tuple[str, str], str] = {
     ("bf16", "none"): "kHalf", ("fp16", "none"): "kHalf",
     ("e4m3", "fp32"): "kE4m3Token", ("e4m3", "fp32_divided"): "kE4m3Token", ("e4m3", "fp32_pow2"): "kE4m3Token",
-    ("e2m1x2", "ue8m0"): "kE2m1Ue8m0",
+    ("e2m1x2", "ue8m0"): "kE2m1Ue8m0", ("e2m1x2", "ue8m0_ocp"): "kE2m1Ue8m0",
     ("e4m3", "ue8m0"): "kE4m3Groups", ("e4m3", "ue8m0_scale_floor"): "kE4m3Groups",
     ("e4m3", "fp32_pow2_floor"): "kE4m3Groups",
     ("e2m1x2", "e4m3"): "kE2m1E4m3", ("e2m1x2", "e4m3_divided"): "kE2m1E4m3",
@@ -195,7 +199,8 @@ NO_MIN_EXP = -127  # params.cuh kNoMinExp: the exponent of a UE8M0 scale is not 
 
 def device_constants(fmt: StoreFormat, v: Variant) -> dict[str, object]:
     """What the device encoder reads of the format: its encoder, the quantized dims (the first part's; the rest are
-    bf16), the dims per scale, the least UE8M0 exponent and whether codes divide by the scale."""
+    bf16), the dims per scale, the least UE8M0 exponent, whether codes divide by the scale and whether the UE8M0
+    exponent follows the OCP MX rule (floor(log2(amax)) - 2, codes rounded to nearest even)."""
     first = fmt.parts[0]
     begin, end = part_dims(first, v)
     if begin != 0:  # the encoders quantize dims [0, kQuantDims): a format whose first part starts later needs one
@@ -203,6 +208,7 @@ def device_constants(fmt: StoreFormat, v: Variant) -> dict[str, object]:
     return {"encoder": ENCODERS[first.rule], "quant_dims": end - begin, "scale_group": first.group or 1,
             "scale_min_exp": SCALE_FLOOR_EXP if first.scale == "ue8m0_scale_floor" else NO_MIN_EXP,
             "scale_divided": first.scale == "e4m3_divided",
+            "scale_ocp": first.scale == "ue8m0_ocp",
             "scale_fp32": first.scale != "none" and first.scale_encoding == "fp32",
             "global_op": GLOBAL_OPS[(fmt.global_scale, fmt.scale_reciprocal, fmt.scale_divides)]}
 
@@ -286,6 +292,7 @@ V41_GROUP = 32  # dims per UE8M0 scale of the V4.1 fp8 record
 V41_FP4_GROUP = 16  # dims per e4m3 scale of the V4.1 fp4 record
 DS_MLA_GROUP = 128  # dims per fp32 scale of vLLM's fp8_ds_mla record
 NVFP4_GROUP = 16  # dims per e4m3 scale on the NVFP4 paths
+MX_GROUP = 32  # dims per UE8M0 scale of an OCP MX block (MXFP4)
 FLASHMLA_GROUP = 64  # dims per UE8M0 scale on the main-KV fp8 path
 SPLIT = Arrangement("values, then scales", (Region(("values",)), Region(("scale", "scales"))))
 RECORD = Arrangement("one record per token", (Region(("values",)),))
@@ -422,6 +429,25 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 guards=ds_mla_guards(),
                 aliases=("ds_mla", "fp8dsmla", "flashmla_sparse", "dsmla")),
     *token_head_formats(),
+    StoreFormat("mxfp4", "mxfp4", "kMxfp4",
+                (Part("values", "all", "e2m1x2", "e2m1 pairs (low nibble = even dim)", "ue8m0_ocp", MX_GROUP, "scales",
+                      "UE8M0 scales 2^(floor(log2(amax)) - 2), one per {group} dims"),),
+                SPLIT,
+                f"head_dim / 2 bytes of e2m1 pairs (low nibble = even dim, ties to even), then one UE8M0 scale per "
+                f"{MX_GROUP} dims with the OCP MX exponent floor(log2(amax)) - 2 (SGLang's MXFP4 KV)",
+                f"page_size x (head_dim / 2 + head_dim / {MX_GROUP})",
+                guards=(group_span_guard("mxfp4_group_span", "mxfp4", "kMxfp4", MX_GROUP),),
+                aliases=("mx_fp4", "fp4_mx", "mxfp4_e2m1", "ocp_mxfp4", "mxfp4_kv")),
+    StoreFormat("nvfp4_kv", "nvfp4kv", "kNvfp4Kv",
+                (Part("values", "all", "e2m1x2", "e2m1 pairs of v * RN(1 / s) (low nibble = even dim)", "e4m3",
+                      NVFP4_GROUP, "scales", "e4m3 scales (amax of v * RN(1 / s) / 6), one per {group} dims"),),
+                SPLIT,
+                f"as nvfp4, with FlashInfer's and vLLM's per-tensor scale: s is the dequantization scale k_scale / "
+                f"v_scale passed with each call (v = code * scale * s), the row multiplied by RN(1 / s) first",
+                f"page_size x (head_dim / 2 + head_dim / {NVFP4_GROUP})",
+                guards=(group_span_guard("nvfp4_kv_group_span", "nvfp4_kv", "kNvfp4Kv", NVFP4_GROUP),),
+                aliases=("flashinfer_nvfp4_kv", "nvfp4_kv_cache", "fp4_kv"), global_scale=True,
+                scale_reciprocal=True),
 )}
 
 

@@ -27,7 +27,7 @@ WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
                     "nvfp4", "fp8_scaled", "fp16", "fp8_v41", "fp8_v41_interleaved", "fp4_v41",
                     "fp4_v41_interleaved", "fp8_scaled_divided", "fp8_ds_mla",
-                    "fp8_per_token_head", "int8_per_token_head"]
+                    "fp8_per_token_head", "int8_per_token_head", "mxfp4", "nvfp4_kv"]
 
 FAMILY = "fused_norm_rope_store"
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}

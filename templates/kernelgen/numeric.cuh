@@ -275,6 +275,14 @@ __host__ __device__ __forceinline__ int pow2_scale_exponent(float amax) {
   return static_cast<int>(bits >> 23) - 127 - kK + ((bits & 0x7fffffu) > kCMantissa ? 1 : 0);
 }
 
+// The OCP MX block exponent (MXFP4 as SGLang writes its KV cache): floor(log2(amax)) - 2 read off amax's float32
+// exponent bits, -127 for a zero or subnormal amax (no floor). amax / 2^e then lies in [4, 8): e2m1 saturates the
+// part above 6. amax is non-negative and finite here (a row holding NaN or inf is stored as a NaN row).
+__host__ __device__ __forceinline__ int ocp_scale_exponent(float amax) {
+  const int field = static_cast<int>(float_bits(amax) >> 23);
+  return field == 0 ? -127 : field - 129;
+}
+
 // ---- pairs of float32 values -----------------------------------------------------------------
 //
 // With KERNELGEN_PACKED_F32 on sm_100 and sm_103 (the parts with packed float32 instructions; the

@@ -13,7 +13,7 @@ enum class Norm { kNone, kRms, kLayer, kRmsGemma, kRmsUnweighted };  // kRmsGemm
 // The store formats of kernelgen/spec/formats.py, in its table's order (a pure test holds them equal).
 enum class Store { kBf16, kFp8E4m3, kFp4E2m1, kFp8FlashMla, kFp8Vllm, kFp8VllmUe8m0, kNvfp4Dsv4, kNvfp4, kFp8Scaled, kFp16,
                    kFp8V41, kFp8V41Interleaved, kFp4V41, kFp4V41Interleaved, kFp8ScaledDivided, kFp8DsMla,
-                   kFp8PerTokenHead, kInt8PerTokenHead };
+                   kFp8PerTokenHead, kInt8PerTokenHead, kMxfp4, kNvfp4Kv };
 // The device encoders, one per quantization rule of the format table (formats.py ENCODERS): a format's Cfg names
 // the encoder of its first part's rule, so a new format with a known rule needs no device code.
 enum class Encoder { kHalf, kE4m3Token, kE2m1Ue8m0, kE4m3Groups, kE2m1E4m3, kE4m3, kE4m3TokenHead, kI8TokenHead };

@@ -143,19 +143,22 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
-// e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk.
+// e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk. The indexer's rule:
+// e = ceil(log2(max(amax, 1e-4) / 6)), codes by the threshold rule; the OCP MX rule (kScaleOcp, MXFP4):
+// e = floor(log2(amax)) - 2, codes rounded to nearest even.
 template <class Cfg>
 __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk)[Geometry<Cfg>::kChunks], bool nan_row, uint8_t* page, int off,
                                           bool write) {
   constexpr int kGroupLanes = 32 / Cfg::kVec;
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
-    const int e = pow2_scale_exponent<kE2m1Max>(group_max_nonneg<kGroupLanes>(chunk[c]));  // NaN: see store_flashmla
+    const float amax = group_max_nonneg<kGroupLanes>(chunk[c]);  // NaN: see store_flashmla
+    const int e = Cfg::kScaleOcp ? ocp_scale_exponent(amax) : pow2_scale_exponent<kE2m1Max>(amax);
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     float q[Cfg::kVec];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
-    uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<false>(q)};  // kVec / 2 <= 4 bytes of e2m1 pairs, low nibble = even dim
+    uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<Cfg::kScaleOcp>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
     const int dim = r.first(c);
     if (!write) continue;
     store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);

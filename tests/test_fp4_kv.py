@@ -1,0 +1,168 @@
+"""4-bit K/V caches of GQA models as the engines lay them out: SGLang's MXFP4 KV (PR #38724's mxfp4_quant.py: e2m1
+with one UE8M0 scale per 32 values, the OCP exponent floor(log2(amax)) - 2, ties to even) and FlashInfer 0.7.2's
+NVFP4 KV append (page.cuh: an e4m3 scale per 16 values of v / k_scale, k_scale a dequantization scale). Both keep
+their scales in a tensor of their own; kernelgen's pages hold [all values | all scales], and Pages.field_view gives
+the engines' two tensors as views of one pool."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelgen.codegen.launch import resolve_group
+from kernelgen.layout import codec
+from kernelgen.layout.layout import layout_of
+from kernelgen.layout.pages import Pages
+from kernelgen.measure import reference
+from kernelgen.measure.inputs import group_inputs, member_inputs
+from kernelgen.measure.oracle import check_against_oracle
+from kernelgen.spec.parse import load_spec
+
+SPEC = load_spec("attention_prep")
+
+pytestmark = pytest.mark.pure
+
+E2M1_GRID = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def sglang_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """SGLang's MXFP4 writer for rows [N, D] of one head each (mxfp4_quant.py lines 90-149, written here from its
+    expressions): per 32 values amax, exponent from amax's float32 exponent field (field - 129; -127 for a zero or
+    subnormal amax), the value times 2^-e clamped to 6, rounded to nearest even on three evenly spaced ranges (rint),
+    sign in bit 3, even element in the low nibble; scale byte e + 127."""
+    n, d = x.shape
+    blocks = x.float().reshape(n, d // 32, 32)
+    amax = blocks.abs().amax(-1)
+    field = (amax.view(torch.int32) >> 23) & 0xFF
+    e = torch.where(field == 0, torch.full_like(field, -127), field - 129)
+    scaled = blocks * torch.ldexp(torch.ones_like(amax), -e)[..., None]
+    a = scaled.abs().clamp(max=6.0)
+    # rint on [0, 2) in steps of 0.5, [2, 4) in steps of 1, [4, 6] in steps of 2 (ties to even), then the code
+    small = torch.round(a * 2) / 2
+    mid = torch.round(a)
+    big = torch.round(a / 2) * 2
+    mag = torch.where(a < 2, small, torch.where(a < 4, mid, big))
+    code = (mag[..., None] == E2M1_GRID).int().argmax(-1)
+    code = code | (torch.signbit(scaled).int() << 3)
+    flat = code.reshape(n, d)
+    return (flat[:, 0::2] | (flat[:, 1::2] << 4)).to(torch.uint8), (e + 127).to(torch.uint8)
+
+
+def awkward_rows(n: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g) * torch.exp2(torch.randint(-20, 20, (n, 1), generator=g).float())
+    x[0, :32] = 0.0  # a zero block: scale byte 0, codes 0
+    x[0, 32:64] = torch.randn(32, generator=g) * 2.0 ** -140  # a subnormal amax: exponent -127
+    x[1, :32] = torch.tensor([4.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0] * 4)  # amax 4: e = 0, every tie
+    x[1, 32:64] = torch.tensor([7.9, -0.25, -0.75, -5.0] * 8)  # amax in (6, 8) x 2^e: saturates at 6; -0.25 -> -0
+    x[2, :32] = -torch.tensor([2.0 ** -10] * 32)  # amax a power of two
+    return x
+
+
+def test_mxfp4_codes_and_scales_are_sglangs_bytes() -> None:
+    k = resolve_group(SPEC.group("qwen3_8b_mxfp4")).member("k")
+    lay = layout_of(k.row_variant)
+    x = awkward_rows(64, 128, seed=5)
+    fields = codec.encode(lay, x)
+    codes, scales = sglang_mxfp4(x)
+    assert torch.equal(fields["scales"], scales)
+    assert torch.equal(fields["values"], codes)
+    assert fields["scales"][0, 0] == 0 and fields["scales"][0, 1] == 0  # zero and subnormal blocks
+    assert fields["values"][1, 16] & 0xF == 0x7 and fields["values"][1, 16] >> 4 == 0x8  # 7.9 -> 6, -0.25 -> -0
+    back = codec.decode(lay, fields, torch.ones(64, dtype=torch.bool))
+    assert bool(((back - x).abs() <= x.abs().reshape(64, 4, 32).amax(-1).repeat_interleave(32, -1) / 4 + 1e-30).all())
+
+
+def test_the_oracle_holds_mxfp4_and_catches_an_exponent_or_a_code_off() -> None:
+    g = resolve_group(SPEC.group("qwen3_8b_mxfp4"))
+    k = g.member("k")
+    inputs = group_inputs(g, 96, 120, "cpu", seed=8)
+    mine = member_inputs(g, "k", inputs)
+    before = mine["kvcache"].clone()
+    reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], mine["kvcache"])
+    assert check_against_oracle(k, mine["kvcache"], mine, poison=before).ok
+    pages = Pages.of(layout_of(k))
+    slot = int(mine["out_loc"][mine["out_loc"] >= 0][0])
+    for field, bump in (("scales", 1), ("values", 0x01)):
+        bad = mine["kvcache"].clone()
+        view = pages.field_view(bad, field)
+        view[slot, 0, 0] += bump  # page_size 1: slot = page
+        assert not check_against_oracle(k, bad, mine, poison=before).ok, field
+
+
+def flashinfer_nvfp4(x: torch.Tensor, k_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer 0.7.2's NVFP4 append for rows [N, D] (page.cuh 287-346, written here from its expressions with
+    IEEE float32 arithmetic; the wheel builds it with -use_fast_math, whose approximate divide and reciprocal this
+    does not reproduce): sf = e4m3_sat(amax / (6 gs)), codes e2m1_rne(v * 1 / (float(sf) gs)), 0 where sf is 0."""
+    n, d = x.shape
+    gs = torch.tensor(k_scale, dtype=torch.float32)
+    blocks = x.float().reshape(n, d // 16, 16)
+    amax = blocks.abs().amax(-1)
+    sf = codec.e4m3_encode(amax / (torch.tensor(6.0) * gs))
+    sf_val = codec.e4m3_decode(sf)
+    out_scale = torch.where(sf_val == 0, torch.zeros_like(sf_val), torch.tensor(1.0) / (sf_val * gs))
+    nib = codec.e2m1_encode_rne((blocks * out_scale[..., None]).reshape(n, d))
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).to(torch.uint8), sf
+
+
+def test_nvfp4_kv_takes_flashinfers_dequantization_scale_and_agrees_with_its_rule() -> None:
+    k = resolve_group(SPEC.group("llama3_8b_nvfp4")).member("k")
+    lay = layout_of(k.row_variant)
+    x = torch.randn(512, 128, generator=torch.Generator().manual_seed(2)) * 3
+    k_scale = float(x.abs().max()) / (448 * 6)  # a calibrated dequantization scale
+    fields = codec.encode(lay, x, global_scale=torch.tensor([k_scale]))
+    codes, scales = flashinfer_nvfp4(x, k_scale)
+    scale_same = fields["scales"] == scales
+    # kernelgen multiplies by RN(1 / k_scale) first and takes amax * RN(1/6); FlashInfer divides amax by 6 k_scale:
+    # the scale codes agree but where the two roundings straddle an e4m3 boundary, and then by one code
+    assert scale_same.float().mean() > 0.99
+    steps = (fields["scales"].int() - scales.int()).abs()
+    assert int(steps.max()) <= 1
+    rows_same = scale_same.all(dim=1)
+    nib = codec.unpack_nibbles(fields["values"][rows_same]).int()
+    ref = codec.unpack_nibbles(codes[rows_same]).int()
+    agree = (nib == ref).float().mean()
+    assert agree > 0.999, float(agree)
+    assert int(((nib & 7) - (ref & 7)).abs().max()) <= 1  # a disagreeing code is the neighbouring one
+    back = codec.decode(lay, fields, torch.ones(512, dtype=torch.bool), torch.tensor([k_scale]))
+    assert float(((back - x).abs() / x.abs().reshape(512, 8, 16).amax(-1).repeat_interleave(16, -1)).max()) <= 0.25
+
+
+@pytest.mark.parametrize("name, data_shape, scale_shape", [
+    ("llama3_8b_nvfp4", (7, 16, 8, 64), (7, 16, 8, 8)),
+    ("qwen3_8b_mxfp4", (7, 1, 8, 64), (7, 1, 8, 4)),
+])
+def test_field_views_are_the_engines_tensors_and_read_back_the_stored_rows(name: str, data_shape: tuple[int, ...],
+                                                                             scale_shape: tuple[int, ...]) -> None:
+    g = resolve_group(SPEC.group(name))
+    k = g.member("k")
+    pages = Pages.of(layout_of(k))
+    pool = pages.allocate(7)
+    data, scales = pages.field_view(pool, "values"), pages.field_view(pool, "scales")
+    assert tuple(data.shape) == data_shape and tuple(scales.shape) == scale_shape
+    assert data.data_ptr() == pool.data_ptr() and scales.data_ptr() == pool.data_ptr() + pages.field("scales").base
+    inputs = group_inputs(g, 40, 7, "cpu", seed=3)
+    mine = member_inputs(g, "k", inputs)
+    cache = mine["kvcache"]
+    reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], cache,
+                    scale=mine["scale"])
+    data, scales = pages.field_view(cache, "values"), pages.field_view(cache, "scales")
+    loc = mine["out_loc"].long()
+    slots = loc[(loc >= 0) & (loc < cache.shape[0] * k.page_size)]  # the inputs also hold slots past the pool
+    assert slots.numel() > 10
+    page, entry = slots // k.page_size, slots % k.page_size
+    # the engine's reader: element d from byte d // 2 (odd d: the high nibble), times its block's scale
+    nib = codec.unpack_nibbles(data[page, entry].reshape(-1, 64)).reshape(-1, 8, 128)
+    values = codec.e2m1_decode(nib)
+    raw = scales[page, entry]
+    if k.store == "mxfp4":
+        scale = torch.where(raw == 0, 2.0 ** -127, torch.ldexp(torch.ones(raw.shape), raw.int() - 127))
+        read = values * scale.repeat_interleave(32, -1)
+    else:
+        read = values * codec.e4m3_decode(raw).repeat_interleave(16, -1) * mine["scale"]
+    want = pages.decode(cache, slots, mine["scale"])
+    if k.store == "mxfp4":
+        assert torch.equal(read, want)
+    else:  # the codec divides by RN(1 / k_scale) where the reader multiplies by k_scale: an ulp or two apart
+        assert torch.allclose(read, want, rtol=2 ** -21, atol=0) and not torch.equal(read, torch.zeros_like(read))
+    with pytest.raises(ValueError, match=r"field_view needs this cache as uint8 \[num_pages, \d+\]"):
+        pages.field_view(cache.view(torch.int8), "values")
