@@ -20,7 +20,7 @@ from kernelgen.measure.verify import expected, verify_group
 from kernelgen.runtime.group_op import GroupOp
 from kernelgen.spec.parse import parse_spec, shipped_specs
 from kernelgen.spec.variant import Launch
-from kernelgen.tune.space import default_space, group_candidates
+from kernelgen.tune.space import group_candidates, group_space
 from launch_sample import cases as config_cases, config_index, every, representative
 
 pytestmark = pytest.mark.gpu
@@ -30,7 +30,7 @@ GROUPS = [g for spec in shipped_specs() for g in spec.groups]
 
 def tuner_candidates(g: Any) -> list[Launch]:
     """The launches the tuner may choose for a group: its first member's space that every member accepts."""
-    return group_candidates(g, default_space(g.members[0][1]))[0]
+    return group_candidates(g, group_space(g))[0]
 
 
 def group_op(g: Any, cache: Path, launches: list | None = None) -> GroupOp:

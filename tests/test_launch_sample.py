@@ -6,7 +6,7 @@ import pytest
 from kernelgen.codegen.launch import launch_variant, resolve
 from kernelgen.spec.launchparams import COMPILED
 from kernelgen.spec.parse import shipped_specs, shipped_variants
-from kernelgen.tune.space import candidates, default_space, group_candidates
+from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
 from launch_sample import every, representative
 
 pytestmark = pytest.mark.pure
@@ -16,7 +16,7 @@ SPECS = {s.name: s for s in shipped_specs()}
 
 def tuner_candidates(k: object) -> list:
     if hasattr(k, "members"):
-        return group_candidates(k, default_space(k.members[0][1]))[0]  # type: ignore[attr-defined]
+        return group_candidates(k, group_space(k))[0]  # type: ignore[attr-defined]
     return candidates(k, default_space(k, SPECS[k.spec_name].tune_overrides()))[0]  # type: ignore[attr-defined]
 
 

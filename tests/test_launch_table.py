@@ -67,7 +67,7 @@ def test_the_table_is_well_formed() -> None:
 def test_launch_fields_are_the_table() -> None:
     assert [(f.name, f.default) for f in fields(Launch)] == [(p.name, p.default) for p in LAUNCH_PARAMS]
     assert [f.name for f in fields(Launch)] == ["threads_per_token", "tokens_per_block", "vec", "prefetch", "pdl",
-                                                "loop"]  # positional construction keeps its meaning
+                                                "loop", "hw_convert"]  # positional construction keeps its meaning
     launch = Launch(32, 2, 4, True, True)
     assert (launch.prefetch, launch.pdl, launch.loop) == (True, True, False)
 
@@ -87,7 +87,7 @@ def test_ids_are_the_tokens_in_id_order_and_parse_back() -> None:
 
 @pytest.mark.parametrize("text", ["t8.b8", "b8.t8.v8", "t8.b8.v8.zz", "t8.bx.v8", ""])
 def test_a_bad_id_is_refused_in_one_line_naming_the_form(text: str) -> None:
-    assert ID_EXAMPLE == "t8.b8.v8[.pf][.lp][.pdl]"
+    assert ID_EXAMPLE == "t8.b8.v8[.pf][.lp][.pdl][.hw]"
     with pytest.raises(ValueError) as err:
         Launch.from_id(text)
     assert str(err.value) == f"'{text}' is not a launch id like {ID_EXAMPLE}"
@@ -96,7 +96,7 @@ def test_a_bad_id_is_refused_in_one_line_naming_the_form(text: str) -> None:
 def test_describe_reads_the_table() -> None:
     launch = _every_value({int: 4, bool: True})
     want = " ".join([*(f"{p.name}=4" for p in LAUNCH_PARAMS if p.kind is int), *(p.name for p in ID_FLAGS)])
-    assert launch.describe() == want == "threads_per_token=4 tokens_per_block=4 vec=4 prefetch loop pdl"
+    assert launch.describe() == want == "threads_per_token=4 tokens_per_block=4 vec=4 prefetch loop pdl hw_convert"
     assert Launch(8, 8, 8).describe() == "threads_per_token=8 tokens_per_block=8 vec=8"
 
 
@@ -113,7 +113,8 @@ def test_the_space_is_the_table() -> None:
     assert space.PARAM_NAMES == tuple(p.tune for p in IN_SPACE_ORDER)
     s = space.default_space(V)
     assert s.values == tuple((p.tune, p.values(V)) for p in IN_SPACE_ORDER)
-    point = {"threads_per_token": 32, "vec": 4, "block_threads": 64, "prefetch": True, "pdl": True, "loop": False}
+    point = {"threads_per_token": 32, "vec": 4, "block_threads": 64, "prefetch": True, "pdl": True, "loop": False,
+             "hw_convert": False}
     assert space.point(point) == Launch(32, 2, 4, True, True)
     valid, rejected = space.candidates(V, space.default_space(V, {"loop": (False, True)}))
     assert {c.instance for c in valid} == set(space.instances(valid)) and rejected

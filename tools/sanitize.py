@@ -100,12 +100,11 @@ def main() -> int:
 def groups(specs: set[str], names: set[str], tokens: list[int], candidates: bool = False) -> int:
     """Every shipped launch group (of the specs named, and with the names given; default all), every configuration
     of its tuned dispatch, or (candidates) every launch the tuner may choose for it."""
-    from kernelgen.codegen.launch import launch_variant
     from kernelgen.measure.inputs import group_inputs
     from kernelgen.runtime.group_op import load_group_kernel
     from kernelgen.spec.parse import shipped_specs
     from kernelgen.tune.runner import tuning_plan
-    from kernelgen.tune.space import default_space, group_candidates
+    from kernelgen.tune.space import group_candidates, group_space
 
     chosen = [(g, spec.tune_overrides()) for spec in shipped_specs() if not specs or spec.name in specs
               for g in spec.groups if not names or g.name in names]
@@ -115,7 +114,7 @@ def groups(specs: set[str], names: set[str], tokens: list[int], candidates: bool
         return 2
     calls = 0
     for g, overrides in chosen:  # candidates: the tuner's own space and plan for the group
-        plan = tuning_plan(g, group_candidates(g, default_space(launch_variant(g), overrides))[0]) if candidates else None
+        plan = tuning_plan(g, group_candidates(g, group_space(g, overrides))[0]) if candidates else None
         op = load_group_kernel(g, plan=plan)
         for n in tokens:
             args = op.tensors({k: t for k, t in group_inputs(op.variant_for(n), n, 4, "cuda", seed=n).items() if k != "qkv"})

@@ -175,10 +175,20 @@ class StoreFormat:
         return next((p for p in self.parts if p.group), None)
 
     @property
+    def e2m1_ties_even(self) -> bool:
+        """The quantized part's codes are e2m1 rounded to nearest even, saturating at 6 (NVFP4, V4.1's fp4, MXFP4):
+        what cvt.rn.satfinite.e2m1x2.f32 computes. The indexer's fp4_e2m1 rounds its ties down."""
+        return self.parts[0].rule in E2M1_TIES_EVEN_RULES
+
+    @property
     def load_group(self) -> int:
         """Dims a scale group spans that one load step must hold (1: no grouped scale)."""
         return max([p.group for p in self.parts if p.group], default=1)
 
+
+# The part rules whose e2m1 codes round to nearest even (the encoders call e2m1_pack<true>, or the hardware's
+# cvt.rn.satfinite.e2m1x2.f32 with launch.hw_convert).
+E2M1_TIES_EVEN_RULES = frozenset({("e2m1x2", "e4m3"), ("e2m1x2", "e4m3_divided"), ("e2m1x2", "ue8m0_ocp")})
 
 # The device encoder of each part rule (params.cuh Encoder): a format's kernel runs the encoder of its first part's
 # rule (its other parts are bf16, placed by the encoder), so a format whose rules are known needs no device code.
@@ -442,8 +452,8 @@ FORMATS: dict[str, StoreFormat] = {f.name: f for f in (
                 (Part("values", "all", "e2m1x2", "e2m1 pairs of v * RN(1 / s) (low nibble = even dim)", "e4m3",
                       NVFP4_GROUP, "scales", "e4m3 scales (amax of v * RN(1 / s) / 6), one per {group} dims"),),
                 SPLIT,
-                f"as nvfp4, with FlashInfer's and vLLM's per-tensor scale: s is the dequantization scale k_scale / "
-                f"v_scale passed with each call (v = code * scale * s), the row multiplied by RN(1 / s) first",
+                "as nvfp4, with FlashInfer's and vLLM's per-tensor scale: s is the dequantization scale k_scale / "
+                "v_scale passed with each call (v = code * scale * s), the row multiplied by RN(1 / s) first",
                 f"page_size x (head_dim / 2 + head_dim / {NVFP4_GROUP})",
                 guards=(group_span_guard("nvfp4_kv_group_span", "nvfp4_kv", "kNvfp4Kv", NVFP4_GROUP),),
                 aliases=("flashinfer_nvfp4_kv", "nvfp4_kv_cache", "fp4_kv"), global_scale=True,

@@ -38,6 +38,9 @@ class LaunchParam:
     # The space value -> this field, given every space value by tune name (default: the value itself).
     from_space: Callable[[Mapping[str, object]], object] | None = None
     limit: int = 4096  # the largest value a spec's `launch:` table may set (ints; the guards hold the real rules)
+    # The GPUs (compute capabilities, e.g. "10.0") on which the tuner may offer its other values: a hardware
+    # instruction the other GPUs lack. Empty: every GPU. Elsewhere the space keeps the default alone.
+    capabilities: tuple[str, ...] = ()
 
     @property
     def default(self) -> object:
@@ -61,6 +64,19 @@ def _vec_values(v: VariantLike) -> tuple[object, ...]:
     widest = 16 // v.elem_bytes
     narrow = (widest // 4,) if v.head_dim % 128 else ()
     return tuple(x for x in (widest, widest // 2, *narrow) if x >= 2)
+
+
+# The GPUs with cvt.rn.satfinite.e2m1x2.f32 (PTX 8.6, the arch-specific targets sm_100a, sm_103a, sm_120a, sm_121a):
+# kernelgen's targets of those capabilities are the 'a' forms (build/arch.py), whose __CUDA_ARCH_FEAT_SM*_ALL
+# macro the device code tests (templates/kernelgen/numeric.cuh e2m1x2_hw).
+HW_E2M1_CAPABILITIES = ("10.0", "10.3", "12.0", "12.1")
+
+
+def _hw_convert_values(v: VariantLike) -> tuple[object, ...]:
+    """Off, and on where the variant's store rounds e2m1 codes to nearest even (the instruction's rounding)."""
+    from .formats import format_of
+
+    return (False, True) if format_of(v).e2m1_ties_even else (False,)
 
 
 def _tokens_per_block(space_point: Mapping[str, object]) -> int:
@@ -111,6 +127,15 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "the default space until measured: a spec opts in with `tune: {loop: [false, true]}`)",
         token="lp", id_pos=4, compiled=True, cpp="kLoop",
         tune="loop", space_pos=5, values=lambda v: (False,), tie_pos=5, prefer="low"),
+    LaunchParam(
+        "hw_convert", bool,
+        "e2m1 codes by the hardware's cvt.rn.satfinite.e2m1x2.f32 (Blackwell: sm_100a, sm_103a, sm_120a, sm_121a) "
+        "instead of the software rounding to nearest even; a candidate only where the tuning GPU has the "
+        "instruction and a store (a group member's) has such codes, where the tuner checks its bytes against the "
+        "reference like every candidate's; other targets and other stores compile the software path (a no-op)",
+        token="hw", id_pos=6, compiled=True, cpp="kHwConvert",
+        tune="hw_convert", space_pos=6, values=_hw_convert_values, tie_pos=6, prefer="low",
+        capabilities=HW_E2M1_CAPABILITIES),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -121,5 +146,5 @@ IN_SPACE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda
 IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.tie_pos))
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw]
 ID_EXAMPLE = ".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)

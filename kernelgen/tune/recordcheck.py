@@ -1,6 +1,6 @@
 """Validation of tuning record files as read from disk: pure functions from raw JSON values to the reason a
 file or an entry cannot be used (None: it can). Reasons are one line and name the field, e.g.
-"choice[1]: 't8.b8' is not a launch id like t8.b8.v8[.pf][.lp][.pdl]"."""
+"choice[1]: 't8.b8' is not a launch id like t8.b8.v8[.pf][.lp][.pdl][.hw]"."""
 from __future__ import annotations
 
 import math
@@ -9,6 +9,7 @@ from typing import Any
 from ..codegen.guards import violations
 from ..codegen.launch import ALL_TOKENS
 from ..spec.group import Group
+from ..spec.launchparams import ID_EXAMPLE
 from ..spec.variant import Launch, Variant
 
 # Keys every entry has, and the optional ones (written by every kernelgen, but absent from hand-made files).
@@ -76,7 +77,7 @@ def launch_id_problem(lid: Any) -> str | None:
     try:
         Launch.from_id(lid)
     except ValueError:
-        return f"{_quoted(lid)} is not a launch id like t8.b8.v8[.pf][.lp][.pdl]"
+        return f"{_quoted(lid)} is not a launch id like {ID_EXAMPLE}"
     return None
 
 

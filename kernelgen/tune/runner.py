@@ -196,13 +196,14 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
     from . import records
     from .search import select
     from .space import candidates as space_candidates
-    from .space import default_space, group_candidates
+    from .space import default_space, group_candidates, group_space
 
     gpu = require_gpu()
     start = time.monotonic()
     toolchain = tc.detect()
-    cands = [group_candidates(v, default_space(launch_variant(v), space_overrides))[0] if isinstance(v, Group)
-             else space_candidates(v, default_space(v, space_overrides))[0] for v in variants]
+    cands = [group_candidates(v, group_space(v, space_overrides, gpu.capability))[0]
+             if isinstance(v, Group) else space_candidates(v, default_space(v, space_overrides, gpu.capability))[0]
+             for v in variants]
     plans: list[LaunchPlan | None] = [tuning_plan(v, c) for v, c in zip(variants, cands)]
     todo = unbuilt(variants, toolchain, archs, cache_dir, plans)
     on_event("", {"event": "compile", "variants": len(variants), "instances": sum(len(instances(c)) for c in cands),

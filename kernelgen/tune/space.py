@@ -33,12 +33,37 @@ class Space:
         return dict(self.values)[name]
 
 
-def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = None) -> Space:
+def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = None,
+                  capability: str | None = None) -> Space:
+    """The candidate values per parameter for v: the table's defaults, or a spec's `tune:` values. A parameter
+    bound to some GPUs (LaunchParam.capabilities, e.g. a Blackwell instruction) keeps its default alone unless
+    capability, the tuning GPU's compute capability, is one of them; a `tune:` value asking for more there is
+    refused in one line."""
     overrides = overrides or {}
     unknown = set(overrides) - set(PARAM_NAMES)
     if unknown:
         raise TuningError(f"unknown tune parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(PARAM_NAMES)}")
-    return Space(tuple((p.tune, tuple(overrides.get(p.tune, p.values(v)))) for p in PARAMS))
+    out = []
+    for p in PARAMS:
+        values = tuple(overrides.get(p.tune, p.values(v)))
+        if p.capabilities and capability not in p.capabilities:
+            if p.tune in overrides and any(x != p.default for x in values):
+                raise TuningError(f"tune: {p.tune} {list(values)}: its other values need a GPU of compute capability "
+                                  f"{', '.join(p.capabilities)}; this one is {capability or 'not known'}: "
+                                  f"give {p.tune}: [{str(p.default).lower()}] or tune on such a GPU")
+            values = (p.default,)
+        out.append((p.tune, values))
+    return Space(tuple(out))
+
+
+def group_space(g: Group, overrides: dict[str, tuple[object, ...]] | None = None,
+                capability: str | None = None) -> Space:
+    """A launch group's space: its first member's (the members share the launch), except that a parameter bound
+    to some GPUs (hw_convert) takes the values of every member, in first-seen order: a value one member's store
+    has no use for (hw_convert for a bf16 Q) leaves that member's code as it is."""
+    spaces = [default_space(v, overrides, capability) for _, v in g.members]
+    return Space(tuple((p.tune, tuple(dict.fromkeys(x for s in spaces for x in s.get(p.tune))) if p.capabilities
+                        else spaces[0].get(p.tune)) for p in PARAMS))
 
 
 def point(values: Mapping[str, object]) -> Launch:

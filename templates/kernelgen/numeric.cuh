@@ -414,6 +414,19 @@ __device__ __forceinline__ uint32_t e2m1_nibble_rne(float q) {
   return (index << (4 * K)) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
 }
 
+// Two e2m1 codes by the hardware (cvt.rn.satfinite.e2m1x2.f32: round to nearest even, saturating at 6; the
+// Blackwell arch-specific targets only): the even dim in the low nibble (the instruction puts its first operand
+// in the high one). launch.hw_convert picks it where the target has it; elsewhere the software rounding runs.
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL) || \
+    defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define KERNELGEN_HW_E2M1 1
+__device__ __forceinline__ uint32_t e2m1x2_hw(float even, float odd) {
+  uint32_t out;
+  asm("{\n .reg .b8 b;\n cvt.rn.satfinite.e2m1x2.f32 b, %2, %1;\n cvt.u32.u8 %0, b;\n}" : "=r"(out) : "f"(even), "f"(odd));
+  return out;
+}
+#endif
+
 // N e2m1 codes in one word, code k in bits 4k..4k+3 (the low nibble holds the even dim), rounded as the
 // format asks: kTiesEven, NVFP4's (e2m1_nibble_rne), else the indexer's (e2m1_nibble).
 template <bool kTiesEven, int N, int K = 0>
@@ -425,6 +438,22 @@ __device__ __forceinline__ uint32_t e2m1_pack(const float (&q)[N]) {
     const uint32_t nibble = kTiesEven ? e2m1_nibble_rne<K>(q[K]) : e2m1_nibble<K>(q[K]);
     return nibble | e2m1_pack<kTiesEven, N, K + 1>(q);
   }
+}
+
+// The codes a store writes: rounded to nearest even by the hardware where kHw asks and the target has the
+// instruction (the same codes, checked by the tuner on the GPU before it may choose it), else by e2m1_pack.
+template <bool kTiesEven, bool kHw, int N>
+__device__ __forceinline__ uint32_t e2m1_codes(const float (&q)[N]) {
+#ifdef KERNELGEN_HW_E2M1
+  if constexpr (kHw && kTiesEven) {
+    static_assert(N % 2 == 0, "e2m1 codes come in pairs");
+    uint32_t word = 0;
+#pragma unroll
+    for (int k = 0; k < N; k += 2) word |= e2m1x2_hw(q[k], q[k + 1]) << (4 * k);
+    return word;
+  }
+#endif
+  return e2m1_pack<kTiesEven>(q);
 }
 
 }  // namespace kernelgen

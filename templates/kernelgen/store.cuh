@@ -158,7 +158,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
     float q[Cfg::kVec];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
-    uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<Cfg::kScaleOcp>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
+    uint32_t packed[1] = {nan_row ? 0u : e2m1_codes<Cfg::kScaleOcp, Cfg::kHwConvert>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
     const int dim = r.first(c);
     if (!write) continue;
     store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
@@ -259,7 +259,7 @@ __device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (
 #pragma unroll
         for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
       }
-      uint32_t packed[1] = {nan_row ? 0u : e2m1_pack<true>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
+      uint32_t packed[1] = {nan_row ? 0u : e2m1_codes<true, Cfg::kHwConvert>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
       if (!write) continue;
       store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
       if ((r.lane & (kGroupLanes - 1)) == 0)

@@ -1,0 +1,112 @@
+"""Blackwell's e2m1 conversion as a tuner candidate (launch.hw_convert): cvt.rn.satfinite.e2m1x2.f32 rounds to
+nearest even and saturates at 6, the software rounding of the NVFP4, V4.1 fp4 and MXFP4 stores. It is a launch
+table entry bound to the GPUs that have it: the tuner offers it only there (where it checks the candidate's bytes
+against the reference before timing it, as it checks every candidate) and never on sm_90; the sm_100a and sm_120a
+builds hold the instruction, the sm_90a build of the same configuration the software path."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelgen.codegen.guards import precheck
+from kernelgen.codegen.launch import resolve, resolve_group
+from kernelgen.codegen.render import render_variant
+from kernelgen.errors import TuningError
+from kernelgen.spec.launchparams import BY_NAME, HW_E2M1_CAPABILITIES
+from kernelgen.spec.parse import load_spec
+from kernelgen.spec.variant import Launch
+from kernelgen.tune.search import search
+from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
+
+NVFP4 = load_spec("example").variant("example_nvfp4")
+FP4_INDEXER = load_spec("dsv4_indexer").variant("dsv4_indexer_fp4_p64")
+MXFP4_GROUP = load_spec("attention_prep").group("qwen3_8b_mxfp4")
+HW_CAPABLE = ("nvfp4", "nvfp4_kv", "nvfp4_dsv4", "fp4_v41", "fp4_v41_interleaved", "mxfp4")
+
+
+@pytest.mark.pure
+def test_the_table_binds_hw_convert_to_blackwell_and_to_ties_even_codes() -> None:
+    p = BY_NAME["hw_convert"]
+    assert p.capabilities == HW_E2M1_CAPABILITIES == ("10.0", "10.3", "12.0", "12.1") and p.compiled
+    assert p.values(NVFP4) == (False, True) and p.values(FP4_INDEXER) == (False,)
+    from kernelgen.spec.formats import FORMATS
+
+    assert sorted(f.name for f in FORMATS.values() if f.e2m1_ties_even) == sorted(HW_CAPABLE)
+    precheck(FP4_INDEXER.with_launch(resolve(FP4_INDEXER).launch.__class__(  # a no-op there: no guard refuses it
+        **{**resolve(FP4_INDEXER).launch.__dict__, "hw_convert": True})))
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("capability, offered", [("9.0", False), (None, False), ("8.9", False), ("10.0", True),
+                                                 ("12.0", True), ("12.1", True)])
+def test_the_space_offers_it_only_on_the_gpus_that_have_it(capability: str | None, offered: bool) -> None:
+    valid, _ = candidates(NVFP4, default_space(NVFP4, capability=capability))
+    assert any(c.hw_convert for c in valid) == offered
+    assert not any(c.hw_convert for c in candidates(FP4_INDEXER, default_space(FP4_INDEXER, capability=capability))[0])
+    g = resolve_group(MXFP4_GROUP)
+    grouped, _ = group_candidates(g, group_space(g, capability=capability))
+    assert any(c.hw_convert for c in grouped) == offered
+
+
+@pytest.mark.pure
+def test_a_spec_asking_for_it_on_hopper_is_refused_in_one_line() -> None:
+    with pytest.raises(TuningError, match=r"^tune: hw_convert \[False, True\]: its other values need a GPU of compute "
+                                          r"capability 10.0, 10.3, 12.0, 12.1; this one is 9.0: give hw_convert: "
+                                          r"\[false\] or tune on such a GPU$"):
+        default_space(NVFP4, {"hw_convert": (False, True)}, capability="9.0")
+    assert default_space(NVFP4, {"hw_convert": (False,)}, capability="9.0").get("hw_convert") == (False,)
+
+
+@pytest.mark.pure
+def test_a_simulated_blackwell_tuning_run_chooses_it_and_a_hopper_run_never_sees_it() -> None:
+    """The tuner's simulated timer: on a fake sm_120 GPU the hardware conversion is 20% faster, so it wins every
+    bucket; the same search on sm_90 has no such candidate to time."""
+    timed: dict[str, list[str]] = {}
+    for cap in ("12.0", "9.0"):
+        valid, _ = candidates(NVFP4, default_space(NVFP4, capability=cap))
+        calls: list[str] = []
+
+        def timer(launch: Launch, n: int) -> float:
+            calls.append(launch.id)
+            return (8.0 if launch.hw_convert else 10.0) * (1 + launch.threads_per_token / 64) * n ** 0.5
+
+        outcome = search(valid, (1, 64, 4096), timer, resolve(NVFP4).launch)
+        timed[cap] = calls
+        chosen = [Launch.from_id(lid) for _, lid in outcome.choice]
+        assert all(c.hw_convert for c in chosen) == (cap == "12.0"), (cap, outcome.choice)
+    assert any(lid.endswith(".hw") for lid in timed["12.0"]) and not any(".hw" in lid for lid in timed["9.0"])
+    assert Launch.from_id("t8.b8.v8.pdl.hw").hw_convert and Launch.from_id("t8.b8.v8.pdl.hw").pdl
+
+
+def _ptx(source: str, arch: str, tmp: Path) -> str:
+    from kernelgen import resources
+    from kernelgen.build import toolchain
+    from kernelgen.build.buildplan import CUDA_FLAGS
+
+    tc = toolchain.detect()
+    src = tmp / f"k_{arch}.cu"
+    src.write_text(source)
+    out = tmp / f"k_{arch}.ptx"
+    includes = [f"-I{d}" for d in (str(resources.include_dir()), *tc.include_dirs)]
+    cmd = [tc.nvcc, *CUDA_FLAGS, *tc.defines, *includes, f"-arch={arch}", "-ptx", str(src), "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out.read_text()
+
+
+@pytest.mark.build
+@pytest.mark.parametrize("variant", [NVFP4, load_spec("attention_prep").variant("qwen3_8b_mxfp4_k")],
+                         ids=lambda v: v.name)
+def test_blackwell_builds_hold_the_instruction_and_hopper_builds_the_software_path(variant, tmp_path: Path) -> None:
+    hw = resolve(variant).launch.__class__(**{**resolve(variant).launch.__dict__, "hw_convert": True})
+    source = render_variant(variant.with_launch(hw))
+    cvt = re.compile(r"cvt\.rn\.satfinite\.e2m1x2\.f32")
+    counts = {arch: len(cvt.findall(_ptx(source, arch, tmp_path))) for arch in ("sm_100a", "sm_120a", "sm_90a")}
+    per_call = resolve(variant).head_dim // (2 * hw.threads_per_token)  # one per pair of a thread's dims
+    assert counts["sm_100a"] >= per_call and counts["sm_120a"] >= per_call, counts
+    assert counts["sm_90a"] == 0, counts
+    plain = _ptx(render_variant(variant), "sm_100a", tmp_path)  # hw_convert off: the software rounding
+    assert not cvt.search(plain)
