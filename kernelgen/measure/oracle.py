@@ -486,15 +486,21 @@ def _check_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Te
     want = _Span(ceil_log2(t.mid), ceil_log2(t.lo), ceil_log2(t.hi))
     if min_exp is not None:
         want = want.map(lambda e: e.clamp_min(min_exp))
+    return _judge_pow2_group(name, scale_name, values, codes, scales, group, g, want)
+
+
+def _judge_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Tensor, scales: torch.Tensor,
+                      group: int, g: Grid, want: _Span) -> list[FieldCheck]:
+    """UE8M0 bytes e + 127 against the exponent window `want` (within one of its middle), then codes of y / 2^e
+    on grid g: the kernel's codes follow its own exponent, so where that exponent is accepted they are judged by it."""
+    import torch
+
     got = scales.to(torch.int64)[:, :want.mid.shape[1]] - 127
     ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
     scale_check = _count(scale_name, ok, (got - want.mid).abs())
-    # The kernel's codes follow its own exponent; where that exponent is accepted, judge codes by it.
-    e = torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1)
-    step = _pow2(e)
+    step = _pow2(torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1))
     q = _Span(values.mid / step, values.lo / step, values.hi / step)  # exact: powers of two
-    code_check = _verdict(name, codes, q, g)
-    return [code_check, scale_check]
+    return [_verdict(name, codes, q, g), scale_check]
 
 
 def _ocp_exponent(amax: torch.Tensor) -> torch.Tensor:
@@ -509,17 +515,11 @@ def _check_ocp_groups(part: Part, values: _Span, raw: dict[str, torch.Tensor]) -
     """MXFP4 (the OCP MX rule): exponent floor(log2(amax)) - 2 per group, no floor (-127 for a zero or subnormal
     amax); codes of y / 2^e rounded to nearest even, saturating at 6. The exponent's window comes from the amax
     window; where the kernel's exponent is accepted, its codes are judged by it."""
-    import torch
-
     group = min(part.group, values.mid.shape[1])
     amax = _group_amax(values, group)
     want = _Span(_ocp_exponent(amax.mid), _ocp_exponent(amax.lo), _ocp_exponent(amax.hi))
-    got = raw[part.scale_field].to(torch.int64)[:, :want.mid.shape[1]] - 127
-    ok = (got >= want.lo) & (got <= want.hi) & ((got - want.mid).abs() <= 1)
-    scale_check = _count(part.scale_field, ok, (got - want.mid).abs())
-    step = _pow2(torch.where(ok, got, want.mid).repeat_interleave(group, dim=-1))
-    q = _Span(values.mid / step, values.lo / step, values.hi / step)  # exact: powers of two
-    return [_verdict(part.field, _decode_e2m1(raw[part.field]), q, E2M1_RNE), scale_check], 0.0
+    return _judge_pow2_group(part.field, part.scale_field, values, _decode_e2m1(raw[part.field]),
+                             raw[part.scale_field], group, E2M1_RNE, want), 0.0
 
 
 def _check_fields(layout: Layout, values: _Span, raw: dict[str, torch.Tensor]) -> tuple[list[FieldCheck], float]:
