@@ -480,8 +480,6 @@ def _check_pow2_group(name: str, scale_name: str, values: _Span, codes: torch.Te
                       g: Grid, qmax: float, min_exp: int | None = None) -> list[FieldCheck]:
     """UE8M0 exponent = ceil(log2(max(amax, 1e-4) / qmax)) (at least min_exp where given), then codes of y / 2^e
     on grid g."""
-    import torch
-
     t = _scale_span(_group_amax(values, group), qmax)
     want = _Span(ceil_log2(t.mid), ceil_log2(t.lo), ceil_log2(t.hi))
     if min_exp is not None:
