@@ -110,3 +110,26 @@ def test_blackwell_builds_hold_the_instruction_and_hopper_builds_the_software_pa
     assert counts["sm_90a"] == 0, counts
     plain = _ptx(render_variant(variant), "sm_100a", tmp_path)  # hw_convert off: the software rounding
     assert not cvt.search(plain)
+
+
+@pytest.mark.pure
+def test_a_task_whose_gpu_is_not_known_yet_keeps_it_and_each_gpu_drops_what_it_may_not_time() -> None:
+    """The Ray path: the submitter builds the space for any GPU (ANY_GPU); the task's GPU keeps only the launches
+    it may time (offered_on). Run through the simulated executor on a fake sm_120 and a fake sm_90."""
+    from kernelgen.tune.distributed import SearchTask, offered
+    from kernelgen.tune.gpu import GpuInfo
+    from kernelgen.tune.simulate import replay_execute
+    from kernelgen.tune.space import ANY_GPU
+
+    ids = [c.id for c in candidates(NVFP4, default_space(NVFP4, capability=ANY_GPU))[0]]
+    assert any(i.endswith(".hw") for i in ids)
+    timings = {i: {"1": 8.0 if i.endswith(".hw") else 10.0, "4096": 80.0 if i.endswith(".hw") else 100.0}
+               for i in ids}
+    choices = {}
+    for gpu in (GpuInfo("Fake RTX PRO 6000", "12.0", 188, 95, 1792), GpuInfo("Fake H200", "9.0", 132, 140, 4800)):
+        task = SearchTask("example", NVFP4.name, NVFP4.content_key(), tuple(ids), resolve(NVFP4).launch.id, (1, 4096),
+                          known={"replay": {"timings": timings}, "gpu": gpu.as_dict()})
+        kept = offered(task, gpu.capability)
+        assert all(".hw" not in i for i in kept) == (gpu.capability == "9.0") and kept
+        choices[gpu.capability] = [lid for _, lid in replay_execute(task)["outcome"]["choice"]]
+    assert all(lid.endswith(".hw") for lid in choices["12.0"]) and not any(".hw" in lid for lid in choices["9.0"])

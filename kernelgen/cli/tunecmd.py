@@ -92,10 +92,10 @@ def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], 
     """One Ray task per variant on the cluster's GPUs; every result merges into the local record files."""
     from ..codegen.launch import resolve as resolve_launch
     from ..tune.distributed import SearchTask, gpu_execute, run_tasks, write_results
-    from ..tune.space import candidates, default_space
+    from ..tune.space import ANY_GPU, candidates, default_space
 
-    tasks = [SearchTask(spec.path, v.name, v.content_key(),
-                        tuple(c.id for c in candidates(v, default_space(v, spec.tune_overrides()))[0]),
+    tasks = [SearchTask(spec.path, v.name, v.content_key(),  # each task's GPU keeps the candidates it may time
+                        tuple(c.id for c in candidates(v, default_space(v, spec.tune_overrides(), ANY_GPU))[0]),
                         resolve_launch(v).launch.id, buckets, tc.parse_arch_list(args.arch) if args.arch else ())
              for v in variants]
     common.err.print(f"submitting {len(tasks)} tuning tasks to Ray ({args.ray or 'a new local instance'})",

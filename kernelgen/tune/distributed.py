@@ -45,6 +45,15 @@ class TaskResult:
 Execute = Callable[[SearchTask], dict[str, Any]]  # -> {"gpu": GpuInfo dict, "outcome": outcome json}
 
 
+def offered(task: SearchTask, capability: str) -> list[str]:
+    """The task's candidates this GPU may time: the submitter did not know the GPU (space.ANY_GPU), so a launch
+    bound to other GPUs (hw_convert off Blackwell) is dropped here."""
+    from ..spec.variant import Launch
+    from .space import offered_on
+
+    return [c for c in task.candidates if offered_on(Launch.from_id(c), capability)]
+
+
 def gpu_execute(task: SearchTask) -> dict[str, Any]:
     """Run on a cluster node: the local worker process on the GPU Ray gave this task."""
     from .gpu import current
@@ -53,7 +62,8 @@ def gpu_execute(task: SearchTask) -> dict[str, Any]:
     gpu = current()
     if gpu is None:
         raise TuningError(f"{task.variant}: the Ray task got no GPU")
-    job = Job(task.spec, task.variant, list(task.candidates), list(task.buckets), list(task.archs), None, task.known)
+    job = Job(task.spec, task.variant, offered(task, gpu.capability), list(task.buckets), list(task.archs), None,
+              task.known)
     return {"gpu": gpu.as_dict(), "outcome": outcome_to_json(run_job(job, None, lambda _: None))}
 
 

@@ -34,5 +34,10 @@ def replay_execute(task: Any) -> dict[str, Any]:
     replay = task.known["replay"]
     timer = ReplayTimer({lid: {int(n): float(us) for n, us in t.items()} for lid, t in replay["timings"].items()},
                         replay.get("failures", {}))
-    outcome = search([Launch.from_id(c) for c in task.candidates], task.buckets, timer, Launch.from_id(task.default))
+    from .distributed import offered
+    from .gpu import GpuInfo
+
+    gpu = GpuInfo.from_dict(task.known["gpu"])
+    outcome = search([Launch.from_id(c) for c in offered(task, gpu.capability)], task.buckets, timer,
+                     Launch.from_id(task.default))
     return {"gpu": task.known["gpu"], "outcome": outcome_to_json(outcome)}

@@ -33,12 +33,21 @@ class Space:
         return dict(self.values)[name]
 
 
+ANY_GPU = "any"  # default_space's capability where the GPU is not known yet (a Ray task): offered_on filters later
+
+
+def offered_on(launch: Launch, capability: str | None) -> bool:
+    """Whether a GPU of this compute capability may time the launch: every parameter bound to some GPUs
+    (LaunchParam.capabilities) is at its default or the GPU is one of them."""
+    return all(getattr(launch, p.name) == p.default or capability in p.capabilities for p in PARAMS if p.capabilities)
+
+
 def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = None,
                   capability: str | None = None) -> Space:
     """The candidate values per parameter for v: the table's defaults, or a spec's `tune:` values. A parameter
     bound to some GPUs (LaunchParam.capabilities, e.g. a Blackwell instruction) keeps its default alone unless
-    capability, the tuning GPU's compute capability, is one of them; a `tune:` value asking for more there is
-    refused in one line."""
+    capability, the tuning GPU's compute capability, is one of them (ANY_GPU keeps every value, for a task whose
+    GPU filters its candidates with offered_on); a `tune:` value asking for more there is refused in one line."""
     overrides = overrides or {}
     unknown = set(overrides) - set(PARAM_NAMES)
     if unknown:
@@ -46,7 +55,7 @@ def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = 
     out = []
     for p in PARAMS:
         values = tuple(overrides.get(p.tune, p.values(v)))
-        if p.capabilities and capability not in p.capabilities:
+        if p.capabilities and capability != ANY_GPU and capability not in p.capabilities:
             if p.tune in overrides and any(x != p.default for x in values):
                 raise TuningError(f"tune: {p.tune} {list(values)}: its other values need a GPU of compute capability "
                                   f"{', '.join(p.capabilities)}; this one is {capability or 'not known'}: "
