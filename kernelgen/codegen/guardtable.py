@@ -157,6 +157,11 @@ _LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
     Guard("values_per_thread", lambda v: v.head_dim // v.launch.threads_per_token <= 64,
           "kHeadDim / kThreadsPerToken <= 64",
           "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token", launch=True),
+    Guard("min_blocks_fit",
+          lambda v: v.launch.min_blocks * v.launch.threads_per_token * v.launch.tokens_per_block <= 2048,
+          "kMinBlocks * kThreadsPerToken * kTokensPerBlock <= 2048",
+          "launch.min_blocks blocks of launch.threads_per_token x launch.tokens_per_block threads must fit the 2048 "
+          "threads an SM holds; lower launch.min_blocks", launch=True),
     Guard("block_shape",
           lambda v: (v.launch.threads_per_token * v.launch.tokens_per_block) % 32 == 0
           and v.launch.threads_per_token * v.launch.tokens_per_block <= 1024,

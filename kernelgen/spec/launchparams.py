@@ -41,6 +41,9 @@ class LaunchParam:
     # The GPUs (compute capabilities, e.g. "10.0") on which the tuner may offer its other values: a hardware
     # instruction the other GPUs lack. Empty: every GPU. Elsewhere the space keeps the default alone.
     capabilities: tuple[str, ...] = ()
+    # An int shown in the launch id only where it is not its default, after the flags ('.mb2'): ids written
+    # before the parameter existed keep their meaning.
+    optional: bool = False
 
     @property
     def default(self) -> object:
@@ -136,6 +139,14 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         token="hw", id_pos=6, compiled=True, cpp="kHwConvert",
         tune="hw_convert", space_pos=6, values=_hw_convert_values, tie_pos=6, prefer="low",
         capabilities=HW_E2M1_CAPABILITIES),
+    LaunchParam(
+        "min_blocks", int,
+        "the minimum resident blocks per SM asked of the compiler (__launch_bounds__'s second argument: it caps the "
+        "registers per thread so that many blocks fit; 0: no bound); off in the default space until measured: a "
+        "spec opts in with `tune: {min_blocks: [0, 2, 4]}`",
+        token="mb", id_pos=7, compiled=True, cpp="kMinBlocks",
+        tune="min_blocks", space_pos=7, values=lambda v: (0,), tie_pos=7, prefer="low",
+        guards=("min_blocks_fit",), limit=32, optional=True),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -144,7 +155,9 @@ OPTIONS: tuple[LaunchParam, ...] = tuple(p for p in LAUNCH_PARAMS if not p.compi
 IN_ID_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.id_pos))
 IN_SPACE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.space_pos))
 IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p: p.tie_pos))
-ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int)
+ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw]
-ID_EXAMPLE = ".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
+ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.mb2]
+ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
+              + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

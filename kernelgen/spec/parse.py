@@ -41,6 +41,7 @@ TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", 
 # The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
 TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
 _TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
+_TUNE_ZERO_OK = frozenset(p.tune for p in IN_SPACE_ORDER if p.optional)  # 0 is a value of its own (min_blocks: none)
 VARIANT_KEYS = ("name", *AXES, "launch")
 # Limits on what one spec may ask for, checked before anything is expanded: `list` and `check` stay fast.
 MAX_VARIANTS = 4096  # per spec: matrix product plus listed variants
@@ -292,12 +293,13 @@ def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[o
         path = ("tune", key)
         if not isinstance(values, list) or not values:
             raise _fail(src, path, f"tune.{key} must be a non-empty list of values")
-        want_bool = key in _TUNE_FLAGS
+        want_bool, least = key in _TUNE_FLAGS, 0 if key in _TUNE_ZERO_OK else 1
         for i, value in enumerate(values):
             ok = isinstance(value, bool) if want_bool else (isinstance(value, int) and not isinstance(value, bool)
-                                                            and 0 < value <= (1 << 24))
+                                                            and least <= value <= (1 << 24))
             if not ok:
-                kind = "true or false" if want_bool else "a positive integer up to 16777216"
+                kind = "true or false" if want_bool else \
+                    f"a{' non-negative' if least == 0 else ' positive'} integer up to 16777216"
                 raise _fail(src, path + (i,), f"tune.{key} values must be {kind}, got {quote(value)}")
         if key == "buckets" and values != sorted(set(values)):
             raise _fail(src, path, "tune.buckets must be increasing token counts without repeats, e.g. [1, 16, 256, 4096]")

@@ -10,7 +10,7 @@ from .formats import FORMATS
 from .norms import NORMS
 from .pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
 from .ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
-from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, LAUNCH_PARAMS, OPTIONS
+from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, ID_OPTIONAL, LAUNCH_PARAMS, OPTIONS
 
 NormKind = str  # a name of the norm table (spec/norms.py NORMS)
 RopePlace = Literal["head", "tail"]
@@ -39,13 +39,16 @@ class _LaunchMethods:
 
     def describe(self) -> str:
         numbers = " ".join(f"{p.name}={getattr(self, p.name)}" for p in ID_NUMBERS)
-        return numbers + "".join(f" {p.name}" for p in ID_FLAGS if getattr(self, p.name))
+        return (numbers + "".join(f" {p.name}" for p in ID_FLAGS if getattr(self, p.name))
+                + "".join(f" {p.name}={getattr(self, p.name)}" for p in ID_OPTIONAL if getattr(self, p.name)))
 
     @property
     def id(self) -> str:
-        """A short stable name, e.g. 't8.b8.v8' or 't32.b2.v4.pf.pdl' (tuning records use it as a key)."""
+        """A short stable name, e.g. 't8.b8.v8' or 't32.b2.v4.pf.pdl' (tuning records use it as a key); an
+        optional number follows the flags where it is set ('t8.b8.v8.pdl.mb2')."""
         return (".".join(f"{p.token}{getattr(self, p.name)}" for p in ID_NUMBERS)
-                + "".join(f".{p.token}" for p in ID_FLAGS if getattr(self, p.name)))
+                + "".join(f".{p.token}" for p in ID_FLAGS if getattr(self, p.name))
+                + "".join(f".{p.token}{getattr(self, p.name)}" for p in ID_OPTIONAL if getattr(self, p.name)))
 
     @property
     def instance(self) -> Launch:
@@ -57,10 +60,14 @@ class _LaunchMethods:
     def from_id(cls, text: str) -> Launch:
         parts = text.split(".")
         numbers = {p.name: _id_number(part, p.token) for p, part in zip(ID_NUMBERS, parts)}
-        flags, by_token = set(parts[len(ID_NUMBERS):]), {p.token: p.name for p in ID_FLAGS}
-        if len(numbers) < len(ID_NUMBERS) or None in numbers.values() or not flags <= set(by_token):
+        by_token = {p.token: p.name for p in ID_FLAGS}
+        rest = parts[len(ID_NUMBERS):]
+        flags = {part for part in rest if part in by_token}
+        optional = {p.name: n for part in rest if part not in by_token for p in ID_OPTIONAL
+                    if (n := _id_number(part, p.token)) is not None and n > 0}
+        if len(numbers) < len(ID_NUMBERS) or None in numbers.values() or len(flags) + len(optional) != len(rest):
             raise ValueError(f"'{text}' is not a launch id like {ID_EXAMPLE}")
-        return cls(**numbers, **{name: token in flags for token, name in by_token.items()})
+        return cls(**numbers, **{name: token in flags for token, name in by_token.items()}, **optional)
 
 
 def _id_number(part: str, token: str) -> int | None:

@@ -1,6 +1,6 @@
 """Validation of tuning record files as read from disk: pure functions from raw JSON values to the reason a
 file or an entry cannot be used (None: it can). Reasons are one line and name the field, e.g.
-"choice[1]: 't8.b8' is not a launch id like t8.b8.v8[.pf][.lp][.pdl][.hw]"."""
+"choice[1]: 't8.b8' is not a launch id like t8.b8.v8[.pf][.lp][.pdl][.hw][.mb2]"."""
 from __future__ import annotations
 
 import math

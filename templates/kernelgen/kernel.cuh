@@ -150,7 +150,7 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads) fused_norm_rope_store_kernel(const Params p) {
+__global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads, Cfg::kMinBlocks) fused_norm_rope_store_kernel(const Params p) {
   using G = Geometry<Cfg>;
   pdl_wait_then_release();
   const int lane = threadIdx.x % G::kT;
@@ -208,7 +208,7 @@ __device__ __forceinline__ void group_block(const GroupParams& g, int64_t block,
 }
 
 template <class First, class... Rest>
-__global__ void __launch_bounds__(Geometry<First>::kBlockThreads) fused_group_kernel(const GroupParams g) {
+__global__ void __launch_bounds__(Geometry<First>::kBlockThreads, First::kMinBlocks) fused_group_kernel(const GroupParams g) {
   static_assert(sizeof...(Rest) < kMaxMembers, "a launch group has at most three members");
   static_assert(((Geometry<Rest>::kBlockThreads == Geometry<First>::kBlockThreads) && ...),
                 "the members of a launch group share one block shape");

@@ -1,0 +1,64 @@
+"""Occupancy as a launch parameter (launch.min_blocks, issue 39): __launch_bounds__'s minimum blocks per SM, which
+caps the registers per thread. Off in the default space until measured; a spec opts in through `tune:`; ids written
+before it existed keep their meaning."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelgen.codegen.guards import precheck
+from kernelgen.codegen.launch import resolve
+from kernelgen.codegen.render import render_variant
+from kernelgen.errors import GuardViolation
+from kernelgen.spec.parse import load_spec, parse_spec
+from kernelgen.tune.space import candidates, default_space
+
+V = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
+
+
+@pytest.mark.pure
+def test_the_default_space_leaves_it_off_and_a_spec_opts_in() -> None:
+    assert {c.min_blocks for c in candidates(V, default_space(V))[0]} == {0}
+    valid, rejected = candidates(V, default_space(V, {"min_blocks": (0, 2, 4, 16)}))
+    assert {c.min_blocks for c in valid} == {0, 2, 4, 16}
+    big = [c for c in valid if c.min_blocks == 16]
+    assert big and all(c.threads_per_token * c.tokens_per_block <= 128 for c in big)  # 16 x 128 = 2048 threads
+    assert any("lower launch.min_blocks [guard min_blocks_fit]" in why for _, why in rejected)
+    assert all(c.id.endswith(f".mb{c.min_blocks}") for c in valid if c.min_blocks)
+
+
+@pytest.mark.pure
+def test_a_spec_sets_it_in_launch_and_tune_and_the_guard_names_it() -> None:
+    text = ("family: fused_norm_rope_store\nname: ob\nvariants:\n"
+            "  - {name: ob_a, head_dim: 128, rope_dim: 64, launch: {threads_per_token: 8, tokens_per_block: 32, "
+            "vec: 8, min_blocks: 4}}\ntune: {min_blocks: [0, 2]}\n")
+    spec = parse_spec(text, "ob.yaml")
+    v = spec.variant("ob_a")
+    assert resolve(v).launch.min_blocks == 4 and resolve(v).launch.id == "t8.b32.v8.mb4"
+    assert spec.tune_overrides()["min_blocks"] == (0, 2)
+    with pytest.raises(GuardViolation, match=r"must fit the 2048 threads an SM holds; lower launch.min_blocks"):
+        precheck(parse_spec(text.replace("min_blocks: 4", "min_blocks: 9"), "ob.yaml").variant("ob_a"))
+
+
+@pytest.mark.build
+def test_the_ptx_asks_for_the_blocks_only_where_set(tmp_path: Path) -> None:
+    from kernelgen import resources
+    from kernelgen.build import toolchain
+    from kernelgen.build.buildplan import CUDA_FLAGS
+
+    tc = toolchain.detect()
+    launch = resolve(V).launch
+    found = {}
+    for mb in (0, 3):
+        src = tmp_path / f"k{mb}.cu"
+        src.write_text(render_variant(V.with_launch(launch.__class__(**{**launch.__dict__, "min_blocks": mb}))))
+        out = tmp_path / f"k{mb}.ptx"
+        cmd = [tc.nvcc, *CUDA_FLAGS, *tc.defines, f"-I{resources.include_dir()}",
+               *(f"-I{d}" for d in tc.include_dirs), "-arch=sm_90a", "-ptx", str(src), "-o", str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        found[mb] = re.findall(r"\.minnctapersm\s+(\d+)", out.read_text())
+    assert found[0] == [] and found[3] and set(found[3]) == {"3"}
