@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import KernelgenError, SpecError
-from .recall import FP32, KEY_BLOCK, KeyModel, _ints, _stats, context_label, decode_store, make_keys, \
+from .recall import FP32, KEY_BLOCK, KeyModel, World, _ints, _stats, context_label, decode_store, make_keys, \
     make_queries, make_world, pre_norm_block
 from .spec.formats import E2M1_MAX, E4M3_MAX, FORMATS
 from .spec.parse import load_spec
@@ -77,7 +77,7 @@ def readback(v: Variant, store: str, rows: torch.Tensor) -> torch.Tensor:
     return decode_store(replace(v, store=store), store, rows, per_tensor_scale(store, rows))
 
 
-def make_values(world, model: KeyModel, count: int, seed: int) -> torch.Tensor:
+def make_values(world: World, model: KeyModel, count: int, seed: int) -> torch.Tensor:
     """V rows of tokens 0..count-1: the synthetic projection rows (no norm, no RoPE), as float32 [count, D]."""
     import torch
 
