@@ -28,6 +28,45 @@ pytestmark = pytest.mark.gpu
 GROUPS = [g for spec in shipped_specs() for g in spec.groups]
 
 
+def prompt_batch(op: GroupOp, g: Any, lengths: list[int], reach: float, seed: int = 11) -> tuple[Any, dict, Any]:
+    """A batch of prompts laid end to end (positions 0.. of each), their tokens in randomly placed pages plus 3
+    spare ones: the group's variant for that token count, its inputs on the GPU, and the slots (out_loc). Per-tensor
+    scales are calibrated as an engine sets them: amax x 1.5 / reach (reach: the largest code the store's scale maps
+    amax to; 1.5 covers rotation's growth, |x| <= sqrt2 amax)."""
+    import torch
+
+    page = g.member("k").page_size
+    pages_per = [-(-n // page) for n in lengths]
+    table = torch.randperm(sum(pages_per) + 3, device="cuda")[:sum(pages_per)].split(pages_per)
+    positions = torch.cat([torch.arange(n, device="cuda") for n in lengths])
+    out_loc = torch.cat([t[torch.arange(n, device="cuda") // page] * page + torch.arange(n, device="cuda") % page
+                         for t, n in zip(table, lengths)])
+    v_ = op.variant_for(int(positions.numel()))
+    inputs = group_inputs(v_, int(positions.numel()), sum(pages_per) + 3, "cuda", seed=seed)
+    inputs["positions"], inputs["out_loc"] = positions, out_loc
+    for role in ("k", "v"):
+        if g.names(role)["scale"] in inputs:
+            inputs[g.names(role)["scale"]].fill_(float(inputs[role].float().abs().max()) * 1.5 / reach)
+    return v_, inputs, out_loc
+
+
+def last_token_attention(q: Any, k: Any, v: Any, lengths: list[int]) -> Any:
+    """Decode attention of a batch of prompts laid end to end: the last token of each prompt (q [N, Hq, D]) attends
+    to its whole prompt (k, v [N, Hkv, D], GQA: each KV head serves Hq / Hkv query heads), torch SDPA; [prompts,
+    Hq, D]."""
+    import torch
+    import torch.nn.functional as F
+
+    group = q.shape[1] // k.shape[1]
+    outs, start = [], 0
+    for length in lengths:
+        kk = k[start:start + length].repeat_interleave(group, dim=1).transpose(0, 1)[None]
+        vv = v[start:start + length].repeat_interleave(group, dim=1).transpose(0, 1)[None]
+        outs.append(F.scaled_dot_product_attention(q[start + length - 1][None, :, None], kk, vv)[0, :, 0])
+        start += length
+    return torch.stack(outs)
+
+
 def tuner_candidates(g: Any) -> list[Launch]:
     """The launches the tuner may choose for a group: its first member's space that every member accepts."""
     return group_candidates(g, group_space(g))[0]
@@ -220,55 +259,33 @@ def test_attention_reads_the_caches_a_group_wrote(session_cache: Path, name: str
     K/V caches and the Q output one group launch wrote for a batch of prompts gives the same output as over the
     reference's caches, and is close to attention over the unquantized rows."""
     import torch
-    import torch.nn.functional as F
 
     from kernelgen.measure import reference
 
     g = next(g for g in GROUPS if g.name == name)
     op = group_op(g, session_cache)
     lengths = [37, 16, 1, 90]
-    page = g.member("k").page_size
-    pages_per = [-(-n // page) for n in lengths]
-    table = torch.randperm(sum(pages_per) + 3, device="cuda")[:sum(pages_per)].split(pages_per)
-    positions = torch.cat([torch.arange(n, device="cuda") for n in lengths])
-    out_loc = torch.cat([t[torch.arange(n, device="cuda") // page] * page + torch.arange(n, device="cuda") % page
-                         for t, n in zip(table, lengths)])
-    n = int(positions.numel())
-    v_ = op.variant_for(n)
-    inputs = group_inputs(v_, n, sum(pages_per) + 3, "cuda", seed=11)
-    inputs["positions"], inputs["out_loc"] = positions, out_loc
-    for role in ("k", "v"):  # calibrated per-tensor scales, as an engine sets them (rotation keeps |x| <= sqrt2 amax)
-        if g.names(role)["scale"] in inputs:
-            inputs[g.names(role)["scale"]].fill_(float(inputs[role].float().abs().max()) * 1.5 / 448)
+    v_, inputs, out_loc = prompt_batch(op, g, lengths, 448.0)
+    n = int(out_loc.numel())
     wanted = {role: expected(v_.member(role), member_inputs(v_, role, inputs)) for role in g.roles}
     op(**{k: t for k, t in inputs.items() if k != "qkv"})
-    hq, hkv, d = g.member("q").heads, g.member("k").heads, g.member("k").head_dim
+    d = g.member("k").head_dim
 
     def decode(role: str, cache: torch.Tensor) -> torch.Tensor:
         mine = member_inputs(v_, role, inputs)
         return op.layouts[role].decode(cache, mine["out_loc"], mine["scale"])  # [N, heads, D] float32
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        outs, start = [], 0
-        for length in lengths:  # the last token of each prompt attends to its whole prompt
-            kk = k[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            vv = v[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            qq = q[start + length - 1][None, :, None]
-            outs.append(F.scaled_dot_product_attention(qq, kk, vv)[0, :, 0])
-            start += length
-        return torch.stack(outs)
-
     got = {r: decode(r, inputs[g.names(r)["kvcache"]]) for r in g.roles}
     ref = {r: decode(r, wanted[r]) for r in g.roles}
-    out_kernel = attend(got["q"], got["k"], got["v"])
-    out_reference = attend(ref["q"], ref["k"], ref["v"])
+    out_kernel = last_token_attention(got["q"], got["k"], got["v"], lengths)
+    out_reference = last_token_attention(ref["q"], ref["k"], ref["v"], lengths)
     assert torch.equal(out_kernel, out_reference)
     exact = {}
     for role, mv in v_.members:  # the rows before quantization (float32), as the model would attend to them
         mine = member_inputs(v_, role, inputs)
         exact[role] = reference.rows(mv.row_variant, mine["x"].reshape(n * mv.heads, d), mine["weight"], mine["freqs"],
                                      mine["positions"].repeat_interleave(mv.heads), 1e-6).reshape(n, mv.heads, d)
-    ideal = attend(exact["q"], exact["k"], exact["v"])
+    ideal = last_token_attention(exact["q"], exact["k"], exact["v"], lengths)
     # bf16 caches: rounding only. fp8 (e4m3, 2.7% per value at these calibrated scales; measured on the CPU over
     # three seeds): 6.1-6.4% after the peaked softmax of these unnormalized rows. A misread layout or a scale
     # applied wrongly is off by O(1).
@@ -402,13 +419,12 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
     the cell [K | K scale | V | V scale] as triton_attn.py's strided float32 scale views read it) over the kernel's
     pool equals attention over the reference's pool, and is close to attention over the unquantized rows."""
     import torch
-    import torch.nn.functional as F
 
     from kernelgen.measure import reference
 
     g = next(g for g in GROUPS if g.name == name)
     op = group_op(g, session_cache)
-    lengths, page, d, hq, hkv = [37, 16, 1, 90], 16, 128, 32, 8
+    lengths, page, d, hkv = [37, 16, 1, 90], 16, 128, 8
     pages_per = [-(-n // page) for n in lengths]
     num_pages = sum(pages_per) + 3
     table = torch.randperm(num_pages, device="cuda")[:sum(pages_per)].split(pages_per)
@@ -455,23 +471,15 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
 
     q = op.layouts["q"].decode(inputs["q_out"], torch.arange(n, device="cuda"))
 
-    def attend(k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        outs, start = [], 0
-        for length in lengths:
-            kk = k[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            vv = v[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            outs.append(F.scaled_dot_product_attention(q[start + length - 1][None, :, None], kk, vv)[0, :, 0])
-            start += length
-        return torch.stack(outs)
-
-    out_kernel, out_reference = attend(*vllm_kv(pool)), attend(*vllm_kv(want))
+    out_kernel = last_token_attention(q, *vllm_kv(pool), lengths)
+    out_reference = last_token_attention(q, *vllm_kv(want), lengths)
     assert torch.equal(out_kernel, out_reference)
     exact = {}
     for role in ("k", "v"):
         mv, mine = v_.member(role), member_inputs(v_, role, inputs)
         exact[role] = reference.rows(mv.row_variant, mine["x"].reshape(n * hkv, d), mine["weight"], mine["freqs"],
                                      mine["positions"].repeat_interleave(hkv), 1e-6).reshape(n, hkv, d)
-    ideal = attend(exact["k"], exact["v"])
+    ideal = last_token_attention(q, exact["k"], exact["v"], lengths)
     assert float((out_kernel - ideal).norm() / ideal.norm()) < (0.1 if fp8 else 0.02)
     if head_scales and store.startswith("int8"):  # 8-bit integers with a per-(token, head) scale: near bf16
         assert float((out_kernel - ideal).norm() / ideal.norm()) < 0.02
@@ -486,31 +494,20 @@ def test_fp4_caches_read_through_the_engines_tensor_views(session_cache: Path, n
     as over the reference's, and near attention over the unquantized rows (CPU, three seeds: 0.20-0.24 NVFP4 on
     Llama's unnormalized rows, 0.12 MXFP4 on Qwen3's normed ones; a misread layout is off by O(1))."""
     import torch
-    import torch.nn.functional as F
 
     from kernelgen.layout import codec
     from kernelgen.measure import reference
 
     g = next(g for g in GROUPS if g.name == name)
     op = group_op(g, session_cache)
-    lengths, page = [37, 16, 1, 90], g.member("k").page_size
-    pages_per = [-(-n // page) for n in lengths]
-    table = torch.randperm(sum(pages_per) + 3, device="cuda")[:sum(pages_per)].split(pages_per)
-    positions = torch.cat([torch.arange(n, device="cuda") for n in lengths])
-    out_loc = torch.cat([t[torch.arange(n, device="cuda") // page] * page + torch.arange(n, device="cuda") % page
-                         for t, n in zip(table, lengths)])
-    n = int(positions.numel())
-    v_ = op.variant_for(n)
-    inputs = group_inputs(v_, n, sum(pages_per) + 3, "cuda", seed=11)
-    inputs["positions"], inputs["out_loc"] = positions, out_loc
-    for role in ("k", "v"):  # a calibrated dequantization scale: amax maps near the largest code, 448 x 6
-        if g.names(role)["scale"] in inputs:
-            inputs[g.names(role)["scale"]].fill_(float(inputs[role].float().abs().max()) * 1.5 / (448 * 6))
+    lengths = [37, 16, 1, 90]
+    v_, inputs, out_loc = prompt_batch(op, g, lengths, 448.0 * 6)  # amax maps near the largest code, 448 x 6
+    n = int(out_loc.numel())
     wanted = {role: expected(v_.member(role), member_inputs(v_, role, inputs)) for role in g.roles}
     op(**{k: t for k, t in inputs.items() if k != "qkv"})
     for role in g.roles:
         assert torch.equal(inputs[g.names(role)["kvcache"]], wanted[role]), role
-    hq, hkv, d = g.member("q").heads, g.member("k").heads, g.member("k").head_dim
+    hkv, d = g.member("k").heads, g.member("k").head_dim
 
     def engine_read(role: str, cache: torch.Tensor) -> torch.Tensor:
         m = v_.member(role)
@@ -523,23 +520,15 @@ def test_fp4_caches_read_through_the_engines_tensor_views(session_cache: Path, n
             return codec.e2m1_decode(nib) * scale.repeat_interleave(32, -1)
         return codec.e2m1_decode(nib) * codec.e4m3_decode(raw).repeat_interleave(16, -1) * inputs[g.names(role)["scale"]]
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        outs, start = [], 0
-        for length in lengths:
-            kk = k[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            vv = v[start:start + length].repeat_interleave(hq // hkv, dim=1).transpose(0, 1)[None]
-            outs.append(F.scaled_dot_product_attention(q[start + length - 1][None, :, None], kk, vv)[0, :, 0])
-            start += length
-        return torch.stack(outs)
-
     q = op.layouts["q"].decode(inputs["q_out"], torch.arange(n, device="cuda"))
-    out_kernel = attend(q, engine_read("k", inputs["k_cache"]), engine_read("v", inputs["v_cache"]))
-    out_reference = attend(q, engine_read("k", wanted["k"]), engine_read("v", wanted["v"]))
+    out_kernel = last_token_attention(q, engine_read("k", inputs["k_cache"]), engine_read("v", inputs["v_cache"]),
+                                      lengths)
+    out_reference = last_token_attention(q, engine_read("k", wanted["k"]), engine_read("v", wanted["v"]), lengths)
     assert torch.equal(out_kernel, out_reference)
     exact = {}
     for role, mv in v_.members:
         mine = member_inputs(v_, role, inputs)
         exact[role] = reference.rows(mv.row_variant, mine["x"].reshape(n * mv.heads, d), mine["weight"], mine["freqs"],
                                      mine["positions"].repeat_interleave(mv.heads), 1e-6).reshape(n, mv.heads, d)
-    ideal = attend(exact["q"], exact["k"], exact["v"])
+    ideal = last_token_attention(exact["q"], exact["k"], exact["v"], lengths)
     assert float((out_kernel - ideal).norm() / ideal.norm()) < 0.35
