@@ -17,6 +17,8 @@ from kernelgen.measure.inputs import group_inputs, member_inputs
 from kernelgen.measure.oracle import check_against_oracle
 from kernelgen.spec.parse import load_spec
 
+from engine_readers import fp4_rows
+
 SPEC = load_spec("attention_prep")
 
 pytestmark = pytest.mark.pure
@@ -145,20 +147,10 @@ def test_field_views_are_the_engines_tensors_and_read_back_the_stored_rows(name:
     cache = mine["kvcache"]
     reference.store(k, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], cache,
                     scale=mine["scale"])
-    data, scales = pages.field_view(cache, "values"), pages.field_view(cache, "scales")
     loc = mine["out_loc"].long()
     slots = loc[(loc >= 0) & (loc < cache.shape[0] * k.page_size)]  # the inputs also hold slots past the pool
     assert slots.numel() > 10
-    page, entry = slots // k.page_size, slots % k.page_size
-    # the engine's reader: element d from byte d // 2 (odd d: the high nibble), times its block's scale
-    nib = codec.unpack_nibbles(data[page, entry].reshape(-1, 64)).reshape(-1, 8, 128)
-    values = codec.e2m1_decode(nib)
-    raw = scales[page, entry]
-    if k.store == "mxfp4":
-        scale = torch.where(raw == 0, 2.0 ** -127, torch.ldexp(torch.ones(raw.shape), raw.int() - 127))
-        read = values * scale.repeat_interleave(32, -1)
-    else:
-        read = values * codec.e4m3_decode(raw).repeat_interleave(16, -1) * mine["scale"]
+    read = fp4_rows(pages, cache, slots, mine["scale"])  # as the engine's reader does
     want = pages.decode(cache, slots, mine["scale"])
     if k.store == "mxfp4":
         assert torch.equal(read, want)

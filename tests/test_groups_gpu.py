@@ -21,6 +21,7 @@ from kernelgen.runtime.group_op import GroupOp
 from kernelgen.spec.parse import parse_spec, shipped_specs
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import group_candidates, group_space
+from engine_readers import fp4_rows
 from launch_sample import cases as config_cases, config_index, every, representative
 
 pytestmark = pytest.mark.gpu
@@ -495,7 +496,6 @@ def test_fp4_caches_read_through_the_engines_tensor_views(session_cache: Path, n
     Llama's unnormalized rows, 0.12 MXFP4 on Qwen3's normed ones; a misread layout is off by O(1))."""
     import torch
 
-    from kernelgen.layout import codec
     from kernelgen.measure import reference
 
     g = next(g for g in GROUPS if g.name == name)
@@ -507,18 +507,10 @@ def test_fp4_caches_read_through_the_engines_tensor_views(session_cache: Path, n
     op(**{k: t for k, t in inputs.items() if k != "qkv"})
     for role in g.roles:
         assert torch.equal(inputs[g.names(role)["kvcache"]], wanted[role]), role
-    hkv, d = g.member("k").heads, g.member("k").head_dim
+    d = g.member("k").head_dim
 
     def engine_read(role: str, cache: torch.Tensor) -> torch.Tensor:
-        m = v_.member(role)
-        data, sf = op.layouts[role].field_view(cache, "values"), op.layouts[role].field_view(cache, "scales")
-        loc = out_loc.long()
-        nib = codec.unpack_nibbles(data[loc // m.page_size, loc % m.page_size].reshape(-1, d // 2)).reshape(-1, hkv, d)
-        raw = sf[loc // m.page_size, loc % m.page_size]
-        if m.store == "mxfp4":
-            scale = torch.where(raw == 0, 2.0 ** -127, torch.ldexp(torch.ones(raw.shape, device="cuda"), raw.int() - 127))
-            return codec.e2m1_decode(nib) * scale.repeat_interleave(32, -1)
-        return codec.e2m1_decode(nib) * codec.e4m3_decode(raw).repeat_interleave(16, -1) * inputs[g.names(role)["scale"]]
+        return fp4_rows(op.layouts[role], cache, out_loc, inputs.get(g.names(role)["scale"]))
 
     q = op.layouts["q"].decode(inputs["q_out"], torch.arange(n, device="cuda"))
     out_kernel = last_token_attention(q, engine_read("k", inputs["k_cache"]), engine_read("v", inputs["v_cache"]),
