@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import KernelgenError, SpecError
+from .errors import KernelgenError, SpecError, argument
 from .spec.formats import FORMATS
 from .spec.parse import load_spec
 from .spec.variant import Variant
@@ -97,8 +97,9 @@ def _gen(*parts: int) -> torch.Generator:
 
 
 def study_variants(stores: Sequence[str], spec: str = DEFAULT_SPEC,
-                   page_size: int = DEFAULT_PAGE_SIZE) -> dict[str, Variant]:
-    """The spec's variant of each store ('fp32' borrows the first one's math: it is never encoded)."""
+                   page_size: int = DEFAULT_PAGE_SIZE, flags: bool = False) -> dict[str, Variant]:
+    """The spec's variant of each store ('fp32' borrows the first one's math: it is never encoded); errors name
+    the stores argument as the CLI's flag where `flags`, else as the keyword."""
     variants = load_spec(spec).variants
     out: dict[str, Variant] = {}
     for store in stores:
@@ -107,13 +108,13 @@ def study_variants(stores: Sequence[str], spec: str = DEFAULT_SPEC,
                 [v for v in variants if v.store == want]
         if not match:
             have = sorted({v.store for v in variants})
-            raise SpecError(f"--stores: spec {spec} has no {want} variant; it has {', '.join(have)} (or use {FP32})")
+            raise SpecError(f"{argument('stores', flags)}: spec {spec} has no {want} variant; it has {', '.join(have)} (or use {FP32})")
         out[store] = match[0]
     # the roundings through bf16 belong to the store (what its writer quantizes), not to the keys' math
     maths = {replace(v, name="", store="bf16", page_size=1, spec_name="", origin="", round_through_bf16=False,
                      round_norm_bf16=False) for v in out.values()}
     if len(maths) > 1:
-        raise SpecError(f"--stores: the {spec} variants of {', '.join(stores)} differ in more than the store")
+        raise SpecError(f"{argument('stores', flags)}: the {spec} variants of {', '.join(stores)} differ in more than the store")
     return out
 
 
@@ -230,7 +231,8 @@ def topk_recall(ref: torch.Tensor, test: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def plant_needles(context: torch.Tensor, ref: torch.Tensor, q: torch.Tensor, w: torch.Tensor, k: int,
-                  margins: Sequence[float], count: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+                  margins: Sequence[float], count: int, gen: torch.Generator,
+                  flags: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Needle keys [Q, len(margins) * count, D] and their target scores [Q, len(margins) * count].
 
     For query j the target is kth_j + margin * std_j (kth_j: the k-th largest fp32 score of the context,
@@ -257,7 +259,8 @@ def plant_needles(context: torch.Tensor, ref: torch.Tensor, q: torch.Tensor, w: 
         return y / y.norm(dim=-1, keepdim=True) * norm
 
     if not bool((needle_scores(end, q, w) > target).all()):
-        raise KernelgenError("a needle target lies above the score of the query direction; lower the --margins")
+        raise KernelgenError("a needle target lies above the score of the query direction; lower the "
+                             f"{argument('margins', flags)}")
     lo, hi = torch.zeros(nq, m), torch.ones(nq, m)
     for _ in range(BISECT_STEPS):
         mid = (lo + hi) / 2
@@ -289,22 +292,24 @@ def _stats(values: torch.Tensor) -> tuple[float, float, int]:
 def run_study(contexts: Sequence[int] = DEFAULT_CONTEXTS, topk: Sequence[int] = DEFAULT_TOPK,
               stores: Sequence[str] = DEFAULT_STORES, heads: int = DEFAULT_HEADS, queries: int = DEFAULT_QUERIES,
               needles: int = DEFAULT_NEEDLES, margins: Sequence[float] = DEFAULT_MARGINS, seed: int = 0,
-              model: KeyModel = KeyModel(), spec: str = DEFAULT_SPEC) -> list[Row]:
-    """Recall of the fp32 top-k and of planted needles for each store, context and k (see Row).
+              model: KeyModel = KeyModel(), spec: str = DEFAULT_SPEC, flags: bool = False) -> list[Row]:
+    """Recall of the fp32 top-k and of planted needles for each store, context and k (see Row). An error names
+    an argument by its keyword (`topk=`), or by its flag where the CLI calls (`flags`).
 
     Contexts are prefixes of one synthetic sequence; each context gets its own queries at position
     `context` (the next token). Pairs with k >= context are skipped (every token is selected)."""
     import torch
 
     if not contexts or not topk or not stores:
-        raise KernelgenError("--contexts, --topk and --stores must be non-empty")
-    counts = {"--contexts": list(contexts), "--topk": list(topk), "--heads": [heads], "--queries": [queries],
-              "--needles": [needles]}
-    for option, values in counts.items():
+        raise KernelgenError(f"{', '.join(argument(a, flags) for a in ('contexts', 'topk', 'stores'))} must be "
+                             "non-empty")
+    counts = {"contexts": list(contexts), "topk": list(topk), "heads": [heads], "queries": [queries],
+              "needles": [needles]}
+    for name, values in counts.items():
         if any(int(n) < 1 for n in values):
-            raise KernelgenError(f"{option} must be at least 1, got {','.join(map(str, values))}")
+            raise KernelgenError(f"{argument(name, flags)} must be at least 1, got {','.join(map(str, values))}")
     contexts = sorted({int(c) for c in contexts})
-    variants = study_variants(stores, spec)
+    variants = study_variants(stores, spec, flags=flags)
     v = next(iter(variants.values()))
     world = make_world(v, model, contexts[-1] + 1, seed)
     keys = make_keys(v, world, model, contexts[-1], seed)
@@ -326,7 +331,7 @@ def run_study(contexts: Sequence[int] = DEFAULT_CONTEXTS, topk: Sequence[int] = 
                 rows.append(Row(s, n, k, "topk", None, *_stats(topk_recall(ref, scores[s], k))))
             if not margins or needles <= 0:
                 continue
-            planted, _ = plant_needles(keys[:n], ref, q, w, k, margins, needles, gen)
+            planted, _ = plant_needles(keys[:n], ref, q, w, k, margins, needles, gen, flags)
             flat = planted.reshape(-1, planted.shape[-1])
             for s in stores:
                 mine = decode_store(variants[s], s, flat).reshape(planted.shape)
@@ -511,7 +516,8 @@ def run(args: argparse.Namespace, command: str) -> int:
         contexts = [c for c in contexts if c < top] + [top]
     started = time.perf_counter()
     rows = run_study(contexts, args.topk, [s.strip() for s in args.stores.split(",")], args.heads, args.queries,
-                     args.needles, args.margins, args.seed, KeyModel(outlier_scale=args.outlier_scale), args.spec)
+                     args.needles, args.margins, args.seed, KeyModel(outlier_scale=args.outlier_scale), args.spec,
+                     flags=True)
     seconds = time.perf_counter() - started
     preamble = (f"# Index-key recall by store dtype\n\nGenerated by `{command}` in {seconds:.1f} s on "
                 f"{torch.get_num_threads()} CPU threads (torch {torch.__version__}).\n"

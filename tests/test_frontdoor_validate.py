@@ -201,6 +201,18 @@ def test_a_bad_recall_option_is_one_line(argv: list[str], capsys: pytest.Capture
     assert "--stores" in line or "--topk" in line, line
 
 
+@pytest.mark.parametrize("kwargs, words", [({"stores": ["fp6"]}, "stores=: spec dsv4_indexer has no fp6 variant"),
+                                           ({"topk": [0]}, "topk= must be at least 1"),
+                                           ({"contexts": []}, "contexts=, topk=, stores= must be non-empty")])
+def test_a_bad_recall_argument_from_python_names_the_keyword(kwargs: dict, words: str) -> None:
+    from kernelgen import recall
+    from kernelgen.errors import KernelgenError
+
+    with pytest.raises(KernelgenError) as caught:
+        recall.run_study(**{"contexts": [2048], "heads": 2, "queries": 1, **kwargs})
+    assert str(caught.value).startswith(words) and "--" not in str(caught.value), str(caught.value)
+
+
 def test_a_count_recall_cannot_read_says_what_it_wants(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["recall", "--topk", "many"])
