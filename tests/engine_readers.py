@@ -1,6 +1,7 @@
 """How the engines' attention kernels read the 4-bit K/V caches whose scales sit in a tensor of their own, written
 from their readers (not from kernelgen's codec): element d from byte d // 2 of the data tensor (odd d: the high
-nibble), times its block's scale from the scale tensor. Shared by the CPU test of the views and the GPU consumer
+nibble), times its block's scale from the scale tensor (trtllm-gen's V scales: scale b of token t at 4 b + t % 4 of
+its run of 4 tokens). Shared by the CPU test of the views and the GPU consumer
 test."""
 from __future__ import annotations
 
@@ -19,8 +20,13 @@ def fp4_rows(pages: Any, cache: Any, slots: Any, k_scale: Any = None) -> Any:
     loc = slots.long()
     page, entry = loc // pages.page_size, loc % pages.page_size
     d = pages.head_dim
-    values = codec.e2m1_decode(codec.unpack_nibbles(data[page, entry].reshape(-1, d // 2))).reshape(-1, pages.heads, d)
-    raw = sf[page, entry]
+    if pages.hnd:  # [pages, heads, page_size, ...]: vLLM's HND pages for trtllm-gen
+        codes = data[page, :, entry]
+        # V's scales of each run of 4 tokens transposed to [scale, token] (vLLM's swizzle_scale_offset)
+        raw = sf[page, :, entry // 4, :, entry % 4] if sf.dim() == 5 else sf[page, :, entry]
+    else:
+        codes, raw = data[page, entry], sf[page, entry]
+    values = codec.e2m1_decode(codec.unpack_nibbles(codes.reshape(-1, d // 2))).reshape(-1, pages.heads, d)
     if pages.store == "mxfp4":
         scale = torch.where(raw == 0, 2.0 ** -127, torch.ldexp(torch.ones(raw.shape, device=raw.device), raw.int() - 127))
         return values * scale.repeat_interleave(32, -1)

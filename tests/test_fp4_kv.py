@@ -5,6 +5,8 @@ their scales in a tensor of their own; kernelgen's pages hold [all values | all 
 the engines' two tensors as views of one pool."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -129,6 +131,40 @@ def test_nvfp4_kv_takes_flashinfers_dequantization_scale_and_agrees_with_its_rul
     assert float(((back - x).abs() / x.abs().reshape(512, 8, 16).amax(-1).repeat_interleave(16, -1)).max()) <= 0.25
 
 
+def vllm_nvfp4(x: torch.Tensor, k_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's NVFP4 KV writer for rows [N, D] (csrc/libtorch_stable/nvfp4_kv_cache_kernels.cu and
+    quantization/fp4/nvfp4_utils.cuh cvt_warp_fp16_to_fp4, written here from their expressions in IEEE float32, the
+    approximate reciprocals taken as correctly rounded): g = 1 / k_scale, sf = e4m3_sat(g x (amax x 1/6)), codes
+    e2m1_rne(v x 1 / (float(sf) x 1 / g)), 0 where sf is 0."""
+    n, d = x.shape
+    g = torch.tensor(1.0) / torch.tensor(k_scale, dtype=torch.float32)
+    blocks = x.float().reshape(n, d // 16, 16)
+    amax = blocks.abs().amax(-1)
+    sf = codec.e4m3_encode(g * (amax * (torch.tensor(1.0) / torch.tensor(6.0))))
+    sf_val = codec.e4m3_decode(sf)
+    out_scale = torch.where(sf_val == 0, torch.zeros_like(sf_val), torch.tensor(1.0) / (sf_val * (torch.tensor(1.0) / g)))
+    nib = codec.e2m1_encode_rne((blocks * out_scale[..., None]).reshape(n, d))
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).to(torch.uint8), sf
+
+
+def test_nvfp4_kv_agrees_with_vllms_nvfp4_writer_rule() -> None:
+    """vLLM's writer (for trtllm-gen) and kernelgen's nvfp4_kv take the same dequantization scale: kernelgen multiplies
+    the row by RN(1 / s) before the block amax, vLLM the amax after; the scale codes agree but where the two
+    roundings straddle an e4m3 boundary (then by one code), and so do the codes."""
+    k = resolve_group(SPEC.group("llama3_8b_nvfp4_trtllm")).member("v")
+    lay = layout_of(k.row_variant)
+    x = (torch.randn(512, 128, generator=torch.Generator().manual_seed(4)) * 3).bfloat16().float()
+    k_scale = float(x.abs().max()) / (448 * 6)
+    fields = codec.encode(lay, x, global_scale=torch.tensor([k_scale]))
+    codes, scales = vllm_nvfp4(x, k_scale)
+    same = fields["scales"] == scales
+    assert same.float().mean() > 0.99 and int((fields["scales"].int() - scales.int()).abs().max()) <= 1
+    rows = same.all(dim=1)
+    nib, ref = (codec.unpack_nibbles(t[rows]).int() for t in (fields["values"], codes))
+    assert float((nib == ref).float().mean()) > 0.999
+    assert int(((nib & 7) - (ref & 7)).abs().max()) <= 1
+
+
 @pytest.mark.parametrize("name, data_shape, scale_shape", [
     ("llama3_8b_nvfp4", (7, 16, 8, 64), (7, 16, 8, 8)),
     ("qwen3_8b_mxfp4", (7, 1, 8, 64), (7, 1, 8, 4)),
@@ -158,3 +194,89 @@ def test_field_views_are_the_engines_tensors_and_read_back_the_stored_rows(name:
         assert torch.allclose(read, want, rtol=2 ** -21, atol=0) and not torch.equal(read, torch.zeros_like(read))
     with pytest.raises(ValueError, match=r"field_view needs this cache as uint8 \[num_pages, \d+\]"):
         pages.field_view(cache.view(torch.int8), "values")
+
+
+def vllm_trtllm_scale_byte(t: int, h: int, b: int, page_size: int, heads: int, head_dim: int) -> int:
+    """Where vLLM's NVFP4 writer puts V scale b of (token t, head h) in a page's scale region for trtllm-gen on SM100
+    (nvfp4_kv_cache_kernels.cu swizzle_scale_offset, written here from its expressions): in the head's
+    [page_size, S] tile (S = head_dim / 16), row 4 (t // 4) + b // (S / 4), column 4 (b % (S / 4)) + t % 4."""
+    s = head_dim // 16
+    row, col = 4 * (t // 4) + b // (s // 4), 4 * (b % (s // 4)) + t % 4
+    return h * page_size * s + row * s + col
+
+
+def test_trtllm_v_scales_interleave_four_tokens_and_k_scales_stay_linear() -> None:
+    """llama3_8b_nvfp4_trtllm: vLLM's [num_blocks, 2 x kv_heads, page_size, 72] pool (K's page, then V's, each HND
+    data then scales). Every V scale sits where vLLM's swizzle puts it (the worked example: token 5, head 3, block 6
+    at byte 441 of the scale region, page byte 9216 + 8192 + 441), every K scale where a linear write does."""
+    g = resolve_group(SPEC.group("llama3_8b_nvfp4_trtllm"))
+    k, v = (Pages.of(layout_of(g.member(r))) for r in ("k", "v"))
+    assert (k.page_bytes, k.page_stride, v.page_bytes) == (9216, 18432, 9216)
+    ks, vs = k.field("scales"), v.field("scales")
+    assert ks.base == vs.base == 8 * 16 * 64 and ks.interleave == 1 and vs.interleave == 4
+    for t in range(16):
+        for h in range(8):
+            rec = int(v.in_page(torch.tensor(t * 8 + h)))
+            for b in range(8):
+                assert vs.byte(rec, b) - vs.base == vllm_trtllm_scale_byte(t, h, b, 16, 8, 128), (t, h, b)
+                assert ks.byte(rec, b) - ks.base == (h * 16 + t) * 8 + b
+    assert vs.byte(int(v.in_page(torch.tensor(5 * 8 + 3))), 6) == 8192 + 441
+    # the bytes a page's V records own are the whole scale region, each once
+    cols = torch.stack([vs.byte(torch.tensor(r), torch.arange(8)) for r in range(128)]).flatten()
+    assert sorted(cols.tolist()) == list(range(8192, 9216))
+    from kernelgen.layout.doc import layout_json  # what export manifests and `kernelgen list --layouts` tell an allocator
+
+    assert [f.get("interleave", 1) for f in layout_json(v)["fields"]] == [1, 4]
+    assert [f.get("interleave", 1) for f in layout_json(k)["fields"]] == [1, 1]
+
+
+def test_trtllm_pool_reads_back_through_the_engines_views() -> None:
+    """The group's reference writes vLLM's pool; read as trtllm-gen's writer laid it out (the V scale view
+    [pages, heads, page_size / 4, 8, 4]), K and V equal kernelgen's own decode, and V's view of the linear twin's
+    pages would not: the interleave moved bytes."""
+    g = resolve_group(SPEC.group("llama3_8b_nvfp4_trtllm"))
+    inputs = group_inputs(g, 40, 7, "cpu", seed=5)
+    for role in ("k", "v"):
+        m = g.member(role)
+        pages = Pages.of(layout_of(m))
+        mine = member_inputs(g, role, inputs)
+        cache = mine["kvcache"]
+        reference.store(m, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], cache,
+                        scale=mine["scale"])
+        loc = mine["out_loc"].long()
+        slots = loc[(loc >= 0) & (loc < cache.shape[0] * m.page_size)]
+        assert slots.numel() > 10
+        sf = pages.field_view(cache, "scales")
+        assert tuple(sf.shape) == ((cache.shape[0], 8, 4, 8, 4) if role == "v" else (cache.shape[0], 8, 16, 8))
+        read = fp4_rows(pages, cache, slots, mine["scale"])
+        assert torch.allclose(read, pages.decode(cache, slots, mine["scale"]), rtol=2 ** -21, atol=0)
+        if role == "v":  # read as if linear, the same bytes give other rows
+            linear = Pages.of(layout_of(replace(m, scale_order="linear")))
+            assert not torch.allclose(linear.decode(cache, slots, mine["scale"]), read, rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"kv_store": "fp8_scaled"}, "scale_order interleaves the one-byte scales of e2m1 codes kept in a region of their "
+                                  "own: use a store of fp4_e2m1, nvfp4, fp4_v41, mxfp4, nvfp4_kv, or drop scale_order "
+                                  "[guard scale_order_needs_byte_scales]"),
+    ({"kv_layout": "nhd"}, "scale_order interleaves the scales of consecutive tokens of one head: it needs kv_layout: "
+                           "hnd (or one head)"),
+    ({"page_size": 2}, "a page_size that is a multiple of the tokens it interleaves"),
+])
+def test_a_scale_order_the_layout_cannot_hold_is_refused_in_python_and_by_the_compiler(change: dict,
+                                                                                        words: str) -> None:
+    import re
+
+    from kernelgen.codegen.guards import precheck
+    from kernelgen.codegen.render import render_variant
+    from kernelgen.errors import GuardViolation
+    from kernelgen.spec.parse import parse_spec
+
+    model = {"name": "m", "num_q_heads": 8, "num_kv_heads": 2, "head_dim": 128, "kv_store": "nvfp4_kv",
+             "kv_layout": "hnd", "v_scale_order": "token4", **change}
+    text = ("family: fused_norm_rope_store\nname: t\nmodels:\n  - {"
+            + ", ".join(f"{k}: {v}" for k, v in model.items()) + "}\n")
+    v = parse_spec(text, "t.yaml").variant("m_v")
+    with pytest.raises(GuardViolation, match=re.escape(words)):
+        precheck(v)
+    assert words.split(" [guard")[0][:60] in render_variant(v, check=False)  # the static_assert's message

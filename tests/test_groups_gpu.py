@@ -486,7 +486,7 @@ def test_vllms_packed_cache_read_as_vllm_reads_it(session_cache: Path, name: str
         assert float((out_kernel - ideal).norm() / ideal.norm()) < 0.02
 
 
-@pytest.mark.parametrize("name", ["llama3_8b_nvfp4", "qwen3_8b_mxfp4"])
+@pytest.mark.parametrize("name", ["llama3_8b_nvfp4", "qwen3_8b_mxfp4", "llama3_8b_nvfp4_trtllm"])
 def test_fp4_caches_read_through_the_engines_tensor_views(session_cache: Path, name: str) -> None:
     """A consumer of the 4-bit K/V caches whose engines keep the scales in a tensor of their own (FlashInfer's
     NVFP4 append, SGLang's MXFP4 KV): the group writes the reference's pools, and decode attention reading K and V

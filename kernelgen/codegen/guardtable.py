@@ -3,9 +3,9 @@ themselves; codegen/guards.py applies them to variants and groups)."""
 from __future__ import annotations
 
 from ..layout.layout import layout_of
-from ..spec.formats import FORMATS, Guard
+from ..spec.formats import ENCODERS, FORMATS, Guard
 from ..spec.norms import NORMS
-from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
+from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SCALE_ORDERS, SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
 
 
@@ -23,6 +23,10 @@ def _warp_stages(threads_per_token: int) -> int:
 _UNQUANTIZED = [fmt for fmt in FORMATS.values() if not fmt.quantized]
 _QUANTIZED = ", ".join(name for name, fmt in FORMATS.items() if fmt.quantized)
 _ONE_RECORD = [fmt for fmt in FORMATS.values() if len(fmt.arrangement.regions) == 1]  # every field in one record
+# e2m1 formats whose one-byte scales fill a region of their own: a scale_order may interleave their bytes
+_INTERLEAVABLE = [fmt for fmt in FORMATS.values() if ENCODERS[fmt.parts[0].rule] in ("kE2m1Ue8m0", "kE2m1E4m3")
+                  and any({n for n in r.fields if n in {f for p in fmt.parts for f in (p.field, p.scale_field)}}
+                          == {fmt.parts[0].scale_field} and r.align == 1 for r in fmt.arrangement.regions)]
 
 _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",
@@ -83,6 +87,20 @@ _VARIANT_GUARDS: tuple[Guard, ...] = (
           "!kPackedPool || " + " || ".join(f"kStore == {fmt.cpp_enum}" for fmt in _ONE_RECORD),
           f"kv_pool: packed alternates K and V records in each cell, so every field of a record must be in it: use a "
           f"one-record store ({', '.join(fmt.name for fmt in _ONE_RECORD)})", axes=('kv_pool', 'store')),
+    Guard("scale_order_needs_byte_scales",
+          lambda v: SCALE_ORDERS[v.scale_order].interleave == 1 or FORMATS[v.store] in _INTERLEAVABLE,
+          "kScaleInterleave == 1 || " + " || ".join(f"kStore == {fmt.cpp_enum}" for fmt in _INTERLEAVABLE),
+          f"scale_order interleaves the one-byte scales of e2m1 codes kept in a region of their own: use a store of "
+          f"{', '.join(fmt.name for fmt in _INTERLEAVABLE)}, or drop scale_order", axes=('scale_order', 'store')),
+    Guard("scale_order_groups_one_heads_tokens",
+          lambda v: SCALE_ORDERS[v.scale_order].interleave == 1
+          or ((v.heads == 1 or RECORD_ORDERS[v.kv_layout].heads_major) and SLOT_SOURCES[v.slots].reads_out_loc
+              and v.page_size % SCALE_ORDERS[v.scale_order].interleave == 0 and not POOL_SHARES[v.kv_pool].packed),
+          "kScaleInterleave == 1 || ((kHeads == 1 || kHnd) && !kTokenSlots && kPageSize % kScaleInterleave == 0 && "
+          "!kPackedPool)",
+          "scale_order interleaves the scales of consecutive tokens of one head: it needs kv_layout: hnd (or one "
+          "head), a paged cache (slots: out_loc), a page_size that is a multiple of the tokens it interleaves and no "
+          "packed pool", axes=('scale_order', 'kv_layout', 'page_size', 'slots', 'kv_pool')),
     Guard("rope_then_norm_needs_both", lambda v: v.norm_order == "norm_then_rope" or (NORMS[v.norm].normalizes and v.rope_dim > 0),
           "!kRopeFirst || (kNorm != kernelgen::Norm::kNone && kRopeDim > 0)",
           "norm_order: rope_then_norm runs the norm on the rotated row: it needs a norm and RoPE (rope_dim > 0); "

@@ -16,7 +16,7 @@ from ..layout.layout import Layout, layout_of
 from ..spec.formats import device_constants, format_of
 from ..spec.launchparams import COMPILED
 from ..spec.norms import NORMS
-from ..spec.pages import POOL_SHARES, SLOT_SOURCES
+from ..spec.pages import POOL_SHARES, SCALE_ORDERS, SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from ..spec.variant import Launch, Variant
 from ..spec.group import Group
@@ -131,6 +131,7 @@ def context(v: Variant, plan: LaunchPlan) -> dict[str, Any]:
         "page_bytes": layout.page_bytes,
         "joint_pool": _cpp_bool(layout.joint),
         "packed_pool": _cpp_bool(POOL_SHARES[layout.pool].packed),
+        "scale_interleave": SCALE_ORDERS[v.scale_order].interleave,
         "page_stride": layout.page_stride,
         "store_align": layout.store_align,
         "configs": [_config(i, c) for i, c in enumerate(plan.configs)],

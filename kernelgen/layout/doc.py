@@ -138,9 +138,23 @@ kernelgen multiplies the row by RN(1 / k_scale) first, then takes `e4m3_sat(amax
 an e4m3 boundary (then they are one code apart; tests/test_fp4_kv.py measures over 99% equal on Gaussian
 rows), and so do the codes. `Pages.field_view` gives the data and scale tensors as views of kernelgen's pool;
 FlashInfer's FA2 and XQA readers index both through their strides (`prefill.cuh` lines 798-879, `xqa/mha.cu`
-lines 2228-2235). trtllm-gen wants V's scales 4-token interleaved (`out[(t // 4) x 4S + 4s + t % 4] = in[t x S +
-s]`, S = head_dim / 16), which only FlashInfer's offline quantizer and vLLM's own writer produce: not a
-kernelgen layout yet.
+lines 2228-2235).
+
+**`nvfp4_kv` with `kv_layout: hnd`, `kv_pool: joint` and V's `scale_order: token4`: vLLM's NVFP4 KV for
+trtllm-gen** (vLLM `csrc/libtorch_stable/nvfp4_kv_cache_kernels.cu` at 0cd789b: the page lines 8, 314 and
+374-378, `swizzle_scale_offset` lines 34-48, the V-only swizzle lines 284-303, chosen where the GPU's major
+compute capability is below 12, line 352, with `block_size % 4 == 0`, line 354). One tensor [num_blocks, 2 x
+kv_heads, page_size, head_dim / 2 + head_dim / 16] bytes: each block K's page, then V's; each page the e2m1 data
+[kv_heads, page_size, head_dim / 2], then the e4m3 scales [kv_heads, page_size, head_dim / 16]. K's scales are
+linear; V's scales of each run of 4 tokens of a head are transposed, scale b of token t at `(t // 4) x 4S + 4b + t
+% 4` of the head's S x page_size bytes (S = head_dim / 16), as TensorRT-LLM's `quantizeAndWriteFP4KVCache` and
+FlashInfer's offline quantizer (`flashinfer/quantization/fp4_quantization.py`) write them. `Pages.field_view`
+gives V's scales as [num_pages, kv_heads, page_size / 4, S, 4]. The writer's rule (nvfp4_utils.cuh
+`cvt_warp_fp16_to_fp4`): g = 1 / k_scale, `sf = e4m3_sat(g x (amax x rcp(6)))`, codes
+`cvt.rn.satfinite.e2m1x2(v x rcp(float(sf) x rcp(g)))`; kernelgen's `nvfp4_kv` multiplies the row by RN(1 / s)
+before the amax, so a scale code can differ by one where the roundings straddle an e4m3 boundary
+(tests/test_fp4_kv.py: none of 4096 Gaussian blocks did). SM120 reads V's scales linearly: use the plain
+`nvfp4_kv` layout there.
 
 **`fp8_ds_mla`: FlashMLA-sparse's DeepSeek-V3.2 MLA record as vLLM writes it** (vLLM 0.34.0,
 `csrc/cache_kernels.cu` `concat_and_cache_ds_mla_kernel`, lines 660-700). 656 B per token: bytes 0..511 the
@@ -211,7 +225,7 @@ def layout_json(lay: Layout) -> dict[str, object]:
         "store": lay.store, "head_dim": lay.head_dim, "page_size": lay.page_size,
         "bytes_per_token": lay.bytes_per_token, "page_bytes": lay.page_bytes,
         "fields": [{"name": f.name, "encoding": f.encoding, "base": f.base, "stride": f.stride, "size": f.size,
-                    "what": f.what} for f in lay.fields],
+                    "what": f.what} | ({"interleave": f.interleave} if f.interleave > 1 else {}) for f in lay.fields],
         "byte_map": [{"start": a, "end": b, "what": t} for a, b, t in lay.byte_map()],
     } | ({"heads": lay.heads} if lay.heads > 1 else {}) | ({"arrangement": RECORD_ORDERS[lay.order].label} if lay.hnd else {}) \
         | ({"pool": lay.pool, "page_stride": lay.page_stride} if lay.joint else {}) \

@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..spec.formats import Part, StoreFormat, format_of, part_dims
-from ..spec.pages import POOL_SHARES, RECORD_ORDERS
+from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SCALE_ORDERS
 from ..spec.variant import Variant
 
 Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0", "i8"]
@@ -13,7 +13,9 @@ Encoding = Literal["bf16", "fp16", "e4m3", "fp32", "e2m1x2", "ue8m0", "i8"]
 
 @dataclass(frozen=True)
 class Field:
-    """One per-token record inside a page: token `off` owns bytes [base + off*stride, +size)."""
+    """One per-token record inside a page: token `off` owns bytes [base + off*stride, +size); with an interleave
+    g > 1 (scale_order, spec/pages.py SCALE_ORDERS) runs of g records share g * stride bytes, byte j of record off
+    at base + (off // g) * g * stride + j * g + off % g."""
 
     name: str
     encoding: Encoding
@@ -21,9 +23,18 @@ class Field:
     stride: int
     size: int
     what: str
+    interleave: int = 1
 
     def offset(self, off: int) -> int:
-        return self.base + off * self.stride
+        """The address of record off's first byte."""
+        return self.byte(off, 0)
+
+    def byte(self, off: Any, j: Any) -> Any:
+        """The address of byte j of record off (ints or broadcasting tensors)."""
+        g = self.interleave
+        if g == 1:
+            return self.base + off * self.stride + j
+        return self.base + (off // g) * (g * self.stride) + j * g + off % g
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,9 @@ class Layout:
         for f in self.fields:
             end = f.base + f.stride * (n - 1) + f.size
             every = "" if f.stride == f.size else f" every {f.stride} B"
+            if f.interleave > 1:
+                every += f", {f.interleave} records' scales interleaved byte by byte (byte j of record r at " \
+                         f"(r // {f.interleave}) x {f.interleave * f.stride} + {f.interleave} j + r % {f.interleave})"
             count = (f"{self.heads} x {self.page_size}" if self.hnd else f"{self.page_size} x {self.heads}") \
                 if self.heads > 1 else f"{n}"
             spans.append((f.base, end, f"{f.name}: {count} x {f.size} B {f.what}{every}"))
@@ -208,6 +222,10 @@ def layout_of(v: Variant) -> Layout:
     span, stride, factor = share.place(page_bytes, records[0])
     if factor > 1:  # a packed pool: the caches' records alternate (a guard keeps it to one-region formats)
         fields = tuple(replace(f, stride=f.stride * factor) for f in fields)
+    interleave = SCALE_ORDERS[v.scale_order].interleave
+    if interleave > 1:  # the grouped scales' bytes (a guard keeps it to one-byte scales in a region of their own)
+        scale_fields = {part.scale_field for part in fmt.parts if part.scale != "none"}
+        fields = tuple(replace(f, interleave=interleave) if f.name in scale_fields else f for f in fields)
     return Layout(v.name, v.store, v.head_dim, p, bytes_per_token, span, fields, segments, pool=v.kv_pool,
                   pool_page=stride if share.joint else 0, pool_record=records[0] if share.packed else 0)
 

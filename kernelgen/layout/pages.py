@@ -70,7 +70,9 @@ class Pages(Layout):
         A format whose page holds all values, then all scales gives the two tensors the engines allocate apart:
         FlashInfer's NVFP4 K data [pages, page_size, H, D/2] and scales [pages, page_size, H, D/16], SGLang's
         MXFP4 k_buffer [slots, H, D/2] and k_scale_buffer [slots, H, D/32] (page_size 1). Their readers index
-        through the tensors' strides, so they read these views as they are."""
+        through the tensors' strides, so they read these views as they are. Interleaved scales (scale_order
+        token4: trtllm-gen's NVFP4 V scales) view as [num_pages, heads, page_size / 4, size, 4]: element
+        [p, h, t // 4, b, t % 4] is scale b of token t."""
         import torch
 
         f = self.field(name)
@@ -83,7 +85,14 @@ class Pages(Layout):
                              f"with pages {self.page_stride} B apart, got {got}")
         pages, size, heads = cache.shape[0], f.size, self.heads
         per_page = self.page_size
-        if heads == 1:
+        g = f.interleave
+        if g > 1:  # runs of g records (one head's tokens: a guard) transposed: [..., page_size / g, size, g]
+            run = (per_page // g, size, g)
+            if heads == 1:
+                shape, strides = (pages, *run), (self.page_stride, g * f.stride, g, 1)
+            else:
+                shape, strides = (pages, heads, *run), (self.page_stride, f.stride * per_page, g * f.stride, g, 1)
+        elif heads == 1:
             shape, strides = (pages, per_page, size), (self.page_stride, f.stride, 1)
         elif self.hnd:  # record of (slot s, head h) at h * page_size + s
             shape, strides = (pages, heads, per_page, size), (self.page_stride, f.stride * per_page, f.stride, 1)
@@ -150,10 +159,10 @@ def split_heads(v: Variant, inputs: dict[str, Any]) -> tuple[Variant, dict[str, 
 
 
 def slot_columns(f: Field, off: torch.Tensor) -> torch.Tensor:
-    """Byte columns [N, f.size] of field f for in-page offsets off [N]."""
+    """Byte columns [N, f.size] of field f for in-page offsets off [N] (Field.byte: interleaved scales too)."""
     import torch
 
-    return f.base + off[:, None] * f.stride + torch.arange(f.size, device=off.device)
+    return f.byte(off[:, None], torch.arange(f.size, device=off.device))
 
 
 def split_slots(layout: Layout, out_loc: torch.Tensor, num_pages: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

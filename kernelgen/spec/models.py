@@ -27,6 +27,8 @@ MODEL_DEFAULTS: dict[str, object] = {
     "kv_store": "bf16", "k_store": None, "v_store": None,  # k_store / v_store default to kv_store
     "page_size": 16, "kv_layout": "nhd", "input_dtype": "bf16", "weight_dtype": "fp32",
     "kv_pool": "separate",  # or "joint": K and V are the halves of one pool [num_pages, 2, page_size, ...]
+    # or "token4": V's scale bytes of 4 consecutive tokens interleaved (vLLM's NVFP4 V scales for trtllm-gen, SM100)
+    "v_scale_order": "linear",
 }
 MODEL_KEYS = ("name", *MODEL_DEFAULTS, "launch")
 _REQUIRED = {"num_q_heads": "num_q_heads: 32", "num_kv_heads": "num_kv_heads: 8", "head_dim": "head_dim: 128"}
@@ -40,7 +42,7 @@ _MODEL_AXIS = {"num_q_heads": "heads", "num_kv_heads": "heads", "head_dim": "hea
                "norm_order": "norm_order",
                "q_store": "store", "kv_store": "store", "k_store": "store", "v_store": "store",
                "page_size": "page_size", "kv_layout": "kv_layout", "input_dtype": "input_dtype",
-               "weight_dtype": "weight_dtype", "kv_pool": "kv_pool"}
+               "weight_dtype": "weight_dtype", "kv_pool": "kv_pool", "v_scale_order": "scale_order"}
 
 
 def _null_message(model: str, key: str) -> str:
@@ -102,9 +104,9 @@ def _models(src: Located, top: dict[str, Any], spec_name: str) -> tuple[list[Var
                    "page_size", "kv_layout", "kv_pool", "mrope_section", "rope_style")),
             "v": ({**shared, "head_dim": m["v_head_dim"] or head_dim, "heads": m["num_kv_heads"], "rope_dim": 0,
                    "norm": m["v_norm"], "store": m["v_store"] or m["kv_store"], "page_size": m["page_size"],
-                   "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"]},
+                   "kv_layout": m["kv_layout"], "kv_pool": m["kv_pool"], "scale_order": m["v_scale_order"]},
                   ("num_kv_heads", "v_head_dim", "head_dim", "v_norm", "v_store", "kv_store", "page_size",
-                   "kv_layout", "kv_pool")),
+                   "kv_layout", "kv_pool", "v_scale_order")),
         }
         members = []
         for role, (settings, keys) in parts.items():

@@ -1,12 +1,14 @@
 """The page-geometry tables: how a token's records map onto a cache's pages, one entry per value of the
 `slots`, `kv_layout` and `kv_pool` axes.
 
-A stored record is head h of the token in slot s (record s * heads + h). Three choices place it, each an entry
+A stored record is head h of the token in slot s (record s * heads + h). Four choices place it, each an entry
 here: where slots come from (`slots`: a paged cache addressed by out_loc, or a dense output whose row t is token
 t's), how a page orders its records (`kv_layout`: [page_size, heads, record] NHD or [heads, page_size, record]
 HND), and how many caches share a page's address range (`kv_pool`: a cache of its own, one half of a joint
 K/V pool [num_pages, 2, page] whose pages are two pages apart, or one half of a packed pool whose cells hold a
-K record then a V record, vLLM's [num_blocks, block_size, heads, 2 x head_size]). Every stage reads these axes from here: the
+K record then a V record, vLLM's [num_blocks, block_size, heads, 2 x head_size]), and how a page orders the
+bytes of its grouped scales (`scale_order`: each record's scales back to back, or four records' scales interleaved
+byte by byte, the V scales trtllm-gen reads on SM100). Every stage reads these axes from here: the
 spec language's values, generated variant names, the layout arithmetic and the torch page I/O
 (layout/layout.py, layout/pages.py), the layout docs, the argument checks, the renderer's device flags, the
 launch group's argument names and the test inputs. Adding a value is an entry here plus the device code that
@@ -88,6 +90,24 @@ class PoolShare:
         return (num_pages, self.caches, page_bytes) if self.joint else (num_pages, page_bytes)
 
 
+@dataclass(frozen=True)
+class ScaleOrder:
+    """How a page orders the bytes of its grouped scales (`scale_order`): record r's scale b sits at
+    (r // interleave) * interleave * S + b * interleave + r % interleave in the scale region (S scales a record):
+    with interleave 1, a record's S scales back to back; with 4, each run of 4 records' S x 4 bytes transposed
+    to S x 4 (vLLM's NVFP4 V scales for trtllm-gen on SM100, TensorRT-LLM's quantizeAndWriteFP4KVCache)."""
+
+    name: str
+    short: str
+    interleave: int  # records whose scales interleave byte by byte (the device constant kScaleInterleave)
+    describe: str  # the layout docs' words for it ("" for the default)
+
+    def position(self, record: int, block: int, scales: int) -> int:
+        """The byte of scale `block` of in-page record `record` in the scale region, `scales` bytes a record."""
+        g = self.interleave
+        return (record // g) * g * scales + block * g + record % g
+
+
 SLOT_SOURCES: dict[str, SlotSource] = {s.name: s for s in (
     SlotSource("out_loc", "paged", dense=False, output="cache"),
     SlotSource("token", "dense", dense=True, output="out"),
@@ -101,4 +121,9 @@ POOL_SHARES: dict[str, PoolShare] = {p.name: p for p in (
     PoolShare("joint", "joint", caches=2, describe="one half of a joint K/V pool"),
     PoolShare("packed", "packed", caches=2, describe="one half of a packed K/V pool (each cell K then V)",
               grain="record"),
+)}
+SCALE_ORDERS: dict[str, ScaleOrder] = {o.name: o for o in (
+    ScaleOrder("linear", "sclin", interleave=1, describe=""),
+    ScaleOrder("token4", "sc4", interleave=4,
+               describe="scales of 4 consecutive records interleaved byte by byte (trtllm-gen's NVFP4 V scales)"),
 )}

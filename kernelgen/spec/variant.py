@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 from .formats import FORMATS
 from .norms import NORMS
-from .pages import POOL_SHARES, RECORD_ORDERS, SLOT_SOURCES
+from .pages import POOL_SHARES, RECORD_ORDERS, SCALE_ORDERS, SLOT_SOURCES
 from .ropes import ROPE_STYLES, ROPE_TABLES, TEMPERATURES
 from .launchparams import ID_EXAMPLE, ID_FLAGS, ID_NUMBERS, ID_OPTIONAL, LAUNCH_PARAMS, OPTIONS
 
@@ -22,6 +22,7 @@ KvLayout = str  # a name of spec/pages.py RECORD_ORDERS: [page_size, heads, reco
 NormOrder = Literal["norm_then_rope", "rope_then_norm"]  # rope_then_norm: the norm runs on the rotated row
 NormDims = Literal["all", "nope"]  # nope: the norm spans the dims outside the roped block (MLA's kv_a_layernorm)
 KvPool = str  # a name of spec/pages.py POOL_SHARES: a cache of its own, or one half (K or V) of [num_pages, 2, page]
+ScaleOrderKind = str  # a name of spec/pages.py SCALE_ORDERS: a record's scales back to back, or 4 records' interleaved
 Dtype = Literal["bf16", "fp16", "fp32"]
 WeightDtype = Literal["fp32", "bf16"]
 StoreKind = Literal["fp8_e4m3", "bf16", "fp4_e2m1", "fp8_flashmla", "fp8_vllm", "fp8_vllm_ue8m0", "nvfp4_dsv4",
@@ -121,6 +122,8 @@ class Variant:
     # "joint": the cache is one half of a joint K/V pool [num_pages, 2, page] (pool[:, 0] or pool[:, 1], FlashInfer's
     # single paged_kv_cache tensor): page p starts 2 * page_bytes after page p - 1
     kv_pool: KvPool = "separate"
+    # "token4": the scales of 4 consecutive records of a page interleaved byte by byte (trtllm-gen's NVFP4 V scales)
+    scale_order: ScaleOrderKind = "linear"
     launch: Launch = field(default_factory=Launch)
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
@@ -209,6 +212,7 @@ AXES: dict[str, tuple[type, tuple[object, ...] | None]] = {
     "slots": (str, tuple(SLOT_SOURCES)),
     "kv_layout": (str, tuple(RECORD_ORDERS)),
     "kv_pool": (str, tuple(POOL_SHARES)),
+    "scale_order": (str, tuple(SCALE_ORDERS)),
 }
 # Each axis's default (Variant's field default): an axis at it does not enter content_key().
 _AXIS_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(Variant) if f.name in AXES}
@@ -247,6 +251,8 @@ def short_name(axis: str, value: object) -> str:
         return RECORD_ORDERS[str(value)].short
     if axis == "kv_pool":
         return POOL_SHARES[str(value)].short
+    if axis == "scale_order":
+        return SCALE_ORDERS[str(value)].short
     if axis == "norm_dims":
         return "normnope" if value == "nope" else "normall"
     if axis == "norm_order":

@@ -143,6 +143,19 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
 
+// The page byte of scale `block` of in-page record `off` (one-byte scales; spec/pages.py SCALE_ORDERS): back to back,
+// or with kScaleInterleave g > 1 each run of g records' scales interleaved byte by byte (trtllm-gen's NVFP4 V scales).
+template <class Cfg>
+__device__ __forceinline__ int scale_at(int off, int block) {
+  constexpr int g = Cfg::kScaleInterleave;
+  if constexpr (g == 1) {
+    return Cfg::kScaleBase + off * Cfg::kScaleStride + block;
+  } else {
+    const unsigned u = static_cast<unsigned>(off);  // an in-page record: never negative
+    return Cfg::kScaleBase + static_cast<int>(u / g) * (g * Cfg::kScaleStride) + block * g + static_cast<int>(u % g);
+  }
+}
+
 // e2m1 pairs with one UE8M0 scale per 32 dims; a group spans 32 / kVec lanes of one chunk. The indexer's rule:
 // e = ceil(log2(max(amax, 1e-4) / 6)), codes by the threshold rule; the OCP MX rule (kScaleOcp, MXFP4):
 // e = floor(log2(amax)) - 2, codes rounded to nearest even.
@@ -163,7 +176,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
     if (!write) continue;
     store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
     if ((r.lane & (kGroupLanes - 1)) == 0)
-      page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / 32] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
+      page[scale_at<Cfg>(off, dim / 32)] = nan_row ? kUe8m0Nan : static_cast<uint8_t>(e + 127);
   }
 }
 
@@ -263,7 +276,7 @@ __device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (
       if (!write) continue;
       store_packed<Cfg::kVec / 2, Cfg::kStoreAlign>(page + Cfg::kValueBase + off * Cfg::kValueStride + dim / 2, packed);
       if ((r.lane & (kGroupLanes - 1)) == 0)
-        page[Cfg::kScaleBase + off * Cfg::kScaleStride + dim / kGroup] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
+        page[scale_at<Cfg>(off, dim / kGroup)] = nan_row ? 0x7F : static_cast<uint8_t>(scale_code);
     } else {
       store_half(r, c, page + Cfg::kRopeBase + off * Cfg::kValueStride + 2 * (dim - kNope), nan_row, write);
     }
