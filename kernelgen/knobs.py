@@ -45,7 +45,7 @@ BENCH = Knob("KERNELGEN_BENCH", "set to 1 to run the test suite's benchmarks (ma
 FUZZ_EXAMPLES = Knob("KERNELGEN_FUZZ_EXAMPLES", "how many generated cases each property test of the suite tries "
                      "(default: each test's own count; raise it for a longer hunt)")
 CUOBJDUMP = Knob("KERNELGEN_CUOBJDUMP", "the cuobjdump that reads SASS for the build tests and tools/sass_count.py "
-                 "(default: the one on PATH; e.g. the copy in Triton's wheel where CUDA ships none)")
+                 "(default: the one on PATH, else the nvidia-cuda-cuobjdump wheel's that the test extra installs)")
 
 
 def cache_dir() -> Path:
@@ -183,10 +183,23 @@ def fuzz_examples(default: int) -> int:
 
 
 def cuobjdump() -> str | None:
-    """The cuobjdump to disassemble with: the one KERNELGEN_CUOBJDUMP names, else CUDA's on PATH, else None."""
+    """The cuobjdump to disassemble with: the one KERNELGEN_CUOBJDUMP names, else CUDA's on PATH, else the one
+    NVIDIA's nvidia-cuda-cuobjdump wheel installs (the test extra's: nvidia/cu13/bin or, from a CUDA 12 wheel,
+    nvidia/cuda_cuobjdump/bin), else None."""
+    import importlib.util
+    import os
     import shutil
 
-    return CUOBJDUMP.get() or shutil.which("cuobjdump")
+    found = CUOBJDUMP.get() or shutil.which("cuobjdump")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "cuda_cuobjdump"):
+            candidate = Path(root) / sub / "bin" / "cuobjdump"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
 
 
 def cuda_home() -> Path:

@@ -133,3 +133,30 @@ def test_a_task_whose_gpu_is_not_known_yet_keeps_it_and_each_gpu_drops_what_it_m
         assert all(".hw" not in i for i in kept) == (gpu.capability == "9.0") and kept
         choices[gpu.capability] = [lid for _, lid in replay_execute(task)["outcome"]["choice"]]
     assert all(lid.endswith(".hw") for lid in choices["12.0"]) and not any(".hw" in lid for lid in choices["9.0"])
+
+
+@pytest.mark.build
+@pytest.mark.skipif(__import__("kernelgen.knobs", fromlist=["cuobjdump"]).cuobjdump() is None,
+                    reason="needs cuobjdump to read the SASS (the test extra's nvidia-cuda-cuobjdump, CUDA's, or "
+                           "KERNELGEN_CUOBJDUMP=path)")
+@pytest.mark.parametrize("spec, name, lid", [("example", "example_nvfp4", "t4.b16.v8.hw"),
+                                             ("attention_prep", "qwen3_8b_mxfp4_k", "t4.b16.v8.hw"),
+                                             ("dsv4_mainkv", "dsv4_mainkv_v41_fp4_p64", "t16.b4.v8.hw")])
+def test_the_sass_holds_the_conversion_on_blackwell_and_never_on_hopper(spec: str, name: str, lid: str) -> None:
+    """What the GPU runs: one F2FP.SATFINITE.E2M1 per pair of a thread's quantized dims in the sm_100a and sm_120a
+    machine code of the hw_convert build, none in its sm_90a build nor in the software build for sm_100a (whose
+    rounding is integer and float arithmetic: no conversion instruction)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from sass_count import count
+
+    v = resolve(load_spec(spec).variant(name))
+    pairs = (v.head_dim if v.store != "fp4_v41" else 512) // (2 * Launch.from_id(lid).threads_per_token)
+
+    def e2m1(arch: str, launch: str) -> int:
+        ops = count(spec, name, [launch], by_opcode=True, arch=arch)[launch]
+        return sum(n for op, n in ops.items() if op.startswith("F2FP") and "E2M1" in op)
+
+    assert e2m1("sm_100a", lid) == pairs and e2m1("sm_120a", lid) == pairs
+    assert e2m1("sm_90a", lid) == 0 and e2m1("sm_100a", lid.removesuffix(".hw")) == 0

@@ -7,10 +7,12 @@ also holds its first token's loads outside the loop), by opcode family.
 
 --ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
 
-Needs cuobjdump: CUDA's, or the one in Triton's wheel (KERNELGEN_CUOBJDUMP=path)."""
+Needs cuobjdump: the test extra's (NVIDIA's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels), CUDA's, or
+KERNELGEN_CUOBJDUMP=path."""
 from __future__ import annotations
 
 import collections
+import os
 import re
 import subprocess
 import sys
@@ -45,7 +47,9 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
                            str(source), "-o", str(obj)], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"nvcc failed on {source}:\n{done.stderr[-4000:]}")
-    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True).stdout
+    # cuobjdump runs nvdisasm: look beside it first (NVIDIA's wheels install both into one bin folder)
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(cuobjdump).parent), os.environ.get("PATH", "")]))
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True, env=env).stdout
     if dump:
         Path(dump).write_text(sass)
     blocks = re.split(r"\n\s+Function : ", sass)[1:]
