@@ -290,3 +290,50 @@ def test_side_by_side_compares_fields_by_code_steps(monkeypatch: pytest.MonkeyPa
     assert got["bytes_differ"] == 3
     assert got["values"] == {"values": 3 * 512, "differ": 2, "max_steps": 1, "rows_differ": 2}
     assert got["scales"] == {"values": 3 * 16, "differ": 1, "max_steps": 3, "rows_differ": 1}
+
+
+def test_peer_flashinfer_takes_its_page_module_from_the_wheel_and_says_what_is_missing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The FlashInfer peer copies the page module's sources, tvm_ffi_utils.h and the header trees out of the wheel
+    (nothing else), reads the version from its METADATA, and refuses a wheel without the sources in one line."""
+    import zipfile
+
+    peer = _tool(monkeypatch, "peer_flashinfer")
+    wheel = tmp_path / "flashinfer_python-0.7.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name in (*peer.SOURCES, "csrc/tvm_ffi_utils.h", "include/flashinfer/page.cuh",
+                     "cccl/libcudacxx/include/cuda/cmath", "csrc/unrelated.cu", "cutlass/include/x.h"):
+            z.writestr(peer.DATA + name, "//")
+        z.writestr("flashinfer_python-0.7.2.dist-info/METADATA", "Name: flashinfer-python\nVersion: 0.7.2\n")
+    src = tmp_path / "src"
+    assert peer.extract(wheel, src) == "0.7.2"
+    got = sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file())
+    assert got == sorted([*peer.SOURCES, "csrc/tvm_ffi_utils.h", "include/flashinfer/page.cuh",
+                          "cccl/libcudacxx/include/cuda/cmath"])
+    bare = tmp_path / "bare.whl"
+    with zipfile.ZipFile(bare, "w") as z:
+        z.writestr(peer.DATA + "csrc/page.cu", "//")
+    with pytest.raises(SystemExit, match=r"^peer_flashinfer: .*bare.whl has no flashinfer/data/csrc/"
+                                         r"flashinfer_page_binding.cu$"):
+        peer.extract(bare, tmp_path / "src2")
+    flags, _ = peer.toolchain("sm_90a", src)
+    assert "-use_fast_math" in flags and "-gencode=arch=compute_90a,code=sm_90a" in flags
+
+
+def test_flashinfer_side_by_side_counts_code_steps_with_signs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from kernelgen.layout.layout import layout_of
+    from kernelgen.spec.parse import load_spec
+
+    sbs = _tool(monkeypatch, "side_by_side_flashinfer")
+    lay = layout_of(load_spec("attention_prep").variant("llama3_8b_nvfp4_v"))
+    ours = torch.zeros(2, lay.page_bytes, dtype=torch.uint8)
+    theirs = ours.clone()
+    theirs[0, 0] = 0x09  # record 0, dim 0: code +0 -> -1 (sign bit 3), one step
+    theirs[1, 64 + 1] = 0x20  # record 1 of page 1 (slot 16's head 1), dim 3: 0 -> 2, two steps
+    theirs[0, lay.field("scales").offset(8) + 2] = 0x81  # head 0 of slot 1: scale 0 -> -1 (sign bit 7)
+    got = sbs.field_steps(lay, ours, theirs, torch.tensor([0, 16, 1]))
+    assert got["bytes_differ"] == 3
+    assert got["values"] == {"values": 3 * 8 * 128, "differ": 2, "max_steps": 2}
+    assert got["scales"] == {"values": 3 * 8 * 8, "differ": 1, "max_steps": 1}
