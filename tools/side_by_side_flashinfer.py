@@ -75,13 +75,14 @@ def fi_rows(op, inputs: dict, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def engine_inputs(op, n: int, pages: int, seed: int) -> dict:
-    """The group's inputs with calibrated scales (amax x 1.5 maps near the largest code) and every slot past the
-    pool made padding (-1): FlashInfer skips negative slots but does not bounds-check the others."""
+    """The group's inputs with calibrated scales (amax x 1.5 maps near the largest code), and padding (-1) for every
+    slot past the pool (FlashInfer skips negative slots but does not bounds-check the others) and every token whose
+    position is past the cos/sin table (kernelgen skips it; an engine never has one)."""
     i = group_inputs(op.group, n, pages, "cuda", seed=seed)
     for role in ("k", "v"):
         i[op.group.names(role)["scale"]].fill_(float(i[role].float().abs().max()) * 1.5 / (448 * 6))
-    loc = i["out_loc"]
-    i["out_loc"] = torch.where(loc < pages * op.layouts["k"].page_size, loc, -1)
+    loc, slots = i["out_loc"], i["k_cache"].shape[0] * op.layouts["k"].page_size
+    i["out_loc"] = torch.where((loc < slots) & (i["positions"] < i["freqs"].shape[0]), loc, -1)
     return i
 
 
