@@ -65,3 +65,39 @@ def test_a_failing_ray_task_is_reported_not_raised(local_ray: Any) -> None:
         raise RuntimeError("node lost its GPU")
     [result] = run_tasks([SearchTask("s", "v", "k", ("t8.b8.v8",), "t8.b8.v8", (1,))], broken, gpus_per_task=0)
     assert result.outcome is None and "node lost its GPU" in result.error
+
+
+def test_a_task_whose_worker_dies_is_queued_again_and_then_left_untuned_by_name(local_ray: Any,
+                                                                               tmp_path: Path) -> None:
+    """Issue 40 item 2 on a local Ray instance: a worker killed mid-task once has its task queued again and tuned;
+    one killed on every try is reported by name in one line and left untuned; the other tasks' records are
+    written whole."""
+    v = load_spec("dsv4_indexer").variants[0]
+    ids = [c.id for c in candidates(v, default_space(v))[0]]
+    known = {"replay": replay_table(ids, (1, 64, 4096)), "gpu": SIM_GPU.as_dict()}
+
+    def task(name: str, key: str) -> SearchTask:
+        return SearchTask(str(tmp_path), name, key, tuple(ids), resolve(v).launch.id, (1, 64, 4096), known=known)
+
+    def dies(task: SearchTask) -> dict[str, Any]:  # defined here: Ray ships it by value (tests/ is no package)
+        """The worker's process exits mid-task (as an OOM kill or a device fault ends it): the task marked `once`
+        the first time it runs, the one marked `always` on every try; the others replay."""
+        import os
+
+        mark = Path(task.spec) / f"{task.variant}.started"
+        if task.variant.endswith("always") or (task.variant.endswith("once") and not mark.exists()):
+            mark.touch()
+            os._exit(9)
+        return replay_execute(task)
+
+    tasks = [task("v_fine", "k1"), task("v_once", "k2"), task("v_always", "k3")]
+    results = {r.task.variant: r for r in run_tasks(tasks, dies, gpus_per_task=0)}
+    assert results["v_fine"].outcome is not None and results["v_once"].outcome is not None
+    assert (tmp_path / "v_once.started").exists()  # it did die once
+    dead = results["v_always"]
+    assert dead.outcome is None and "\n" not in dead.error
+    assert dead.error.startswith("its worker process died mid-task, 2 times")
+    assert dead.error.endswith("left untuned, the other records are kept: tune it again with --variants v_always")
+    [path] = write_results(list(results.values()), tmp_path / "out", {}, {"timing": "simulated"})
+    found = records.read_file(path)
+    assert found is not None and set(found[1]) == {"k1", "k2"}

@@ -68,25 +68,37 @@ def gpu_execute(task: SearchTask) -> dict[str, Any]:
 
 
 def run_tasks(tasks: list[SearchTask], execute: Execute, gpus_per_task: float = 1.0,
-              address: str | None = None) -> list[TaskResult]:
+              address: str | None = None, requeue: int = 1) -> list[TaskResult]:
     """Run every task as a Ray task (starting or joining a cluster as `address` says); a failed task
-    is a result with its error, not an exception."""
+    is a result with its error, not an exception. A task whose worker process dies mid-task (killed, out of
+    memory, a device fault) is queued again up to `requeue` times (Ray's max_retries, which retries lost
+    workers, never a task's own exception); after that it is left untuned with a line that says so."""
     try:
         import ray
     except ImportError:
         raise TuningError("Ray is not installed: pip install 'kernelgen[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_gpus=gpus_per_task, max_retries=0)(execute)
+    remote = ray.remote(num_gpus=gpus_per_task, max_retries=requeue)(execute)
     refs = [remote.remote(t) for t in tasks]
     results = []
     for task, ref in zip(tasks, refs):
         try:
             got = ray.get(ref)
             results.append(TaskResult(task, GpuInfo.from_dict(got["gpu"]), outcome_from_json(got["outcome"])))
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+            where = "its node died" if isinstance(exc, ray.exceptions.NodeDiedError) else "its worker process died"
+            results.append(TaskResult(task, None, None, dead_worker_line(task, where, requeue)))
         except Exception as exc:  # a task that failed remotely is reported, the others still land
             results.append(TaskResult(task, None, None, str(exc).strip().splitlines()[-1][:300]))
     return results
+
+
+def dead_worker_line(task: SearchTask, where: str, requeue: int) -> str:
+    """The one line for a task whose worker was lost on every try (pure)."""
+    tries = f"{requeue + 1} times" if requeue else "once (not queued again)"
+    return (f"{where} mid-task, {tries} (killed, out of memory or a device fault: see the Ray worker logs); "
+            f"left untuned, the other records are kept: tune it again with --variants {task.variant}")
 
 
 def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str, str],
