@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_wheel  # noqa: E402
 
 DATA = "flashinfer/data/"
 SOURCES = ("csrc/page.cu", "csrc/flashinfer_page_binding.cu")
@@ -41,25 +42,13 @@ LAYOUTS = {"NHD": 0, "HND": 1}  # flashinfer.utils.TensorLayout
 
 
 def extract(wheel: Path, src: Path) -> str:
-    """Copy csrc/ and the header trees out of the wheel into src; return the wheel's FlashInfer version."""
-    if src.exists():
-        shutil.rmtree(src)
-    version = "?"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            rel = name[len(DATA):] if name.startswith(DATA) else None
-            keep = rel and not name.endswith("/") and (
-                rel in SOURCES or rel == "csrc/tvm_ffi_utils.h" or rel.startswith("include/")
+    """Copy csrc/'s page sources and tvm_ffi_utils.h and the header trees out of the wheel into src; return the
+    wheel's FlashInfer version."""
+    def keep(rel: str) -> bool:
+        return (rel in SOURCES or rel == "csrc/tvm_ffi_utils.h" or rel.startswith("include/")
                 or rel.startswith("cccl/libcudacxx/include/"))
-            if keep:
-                (src / rel).parent.mkdir(parents=True, exist_ok=True)
-                (src / rel).write_bytes(z.read(name))
-            elif re.fullmatch(r"flashinfer_python-[^/]+\.dist-info/METADATA", name):
-                version = re.search(r"^Version: (\S+)", z.read(name).decode(), re.M).group(1)
-    missing = [s for s in SOURCES if not (src / s).is_file()]
-    if missing:
-        sys.exit(f"peer_flashinfer: {wheel} has no {', '.join(DATA + m for m in missing)}")
-    return version
+
+    return peer_wheel.extract(wheel, src, DATA, keep, "flashinfer_python", SOURCES, "peer_flashinfer")
 
 
 def toolchain(arch: str, src: Path) -> tuple[list[str], list[str]]:
@@ -69,15 +58,12 @@ def toolchain(arch: str, src: Path) -> tuple[list[str], list[str]]:
     m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
     if not m:
         sys.exit(f"peer_flashinfer: --arch {arch!r} is not like sm_90a")
-    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    lib = Path(info.find_libtvm_ffi())
+    cuda = peer_wheel.cuda_home()
     includes = [src / "csrc", src / "include", src / "cccl/libcudacxx/include", info.find_include_path(),
                 info.find_dlpack_include_path()]
     compile_flags = [f"{cuda}/bin/nvcc", *FLAGS, f"-gencode=arch=compute_{m[1]}{m[2]},code=sm_{m[1]}{m[2]}",
                      *(f"-I{d}" for d in includes)]
-    link_flags = ["-shared", f"-L{lib.parent}", f"-l{lib.stem.removeprefix('lib')}", f"-L{cuda}/lib64", "-lcudart",
-                  f"-Wl,-rpath,{cuda}/lib64"]
-    return compile_flags, link_flags
+    return compile_flags, peer_wheel.link_flags()
 
 
 def build(args: argparse.Namespace) -> None:

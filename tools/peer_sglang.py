@@ -30,12 +30,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_wheel  # noqa: E402
 
 JIT = "sglang/kernels/jit/"
 SOURCES = ("csrc/deepseek_v4/main_norm_rope.cuh", "csrc/deepseek_v4/store.cuh",
@@ -82,21 +83,8 @@ def translation_unit(source: str, cls: str, exports: dict[str, str]) -> str:
 
 def extract(wheel: Path, src: Path) -> str:
     """Copy the JIT headers and SOURCES out of the wheel into src; return the wheel's SGLang version."""
-    if src.exists():
-        shutil.rmtree(src)
-    version = "?"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            rel = name[len(JIT):] if name.startswith(JIT) else None
-            if rel and not name.endswith("/") and (rel.startswith("include/") or rel in SOURCES):
-                (src / rel).parent.mkdir(parents=True, exist_ok=True)
-                (src / rel).write_bytes(z.read(name))
-            elif re.fullmatch(r"sglang-[^/]+\.dist-info/METADATA", name):
-                version = re.search(r"^Version: (\S+)", z.read(name).decode(), re.M).group(1)
-    missing = [s for s in SOURCES if not (src / s).is_file()]
-    if missing:
-        sys.exit(f"peer_sglang: {wheel} has no {', '.join(JIT + m for m in missing)}")
-    return version
+    return peer_wheel.extract(wheel, src, JIT, lambda rel: rel.startswith("include/") or rel in SOURCES, "sglang",
+                              SOURCES, "peer_sglang")
 
 
 def toolchain(arch: str, src: Path) -> tuple[list[str], list[str]]:
@@ -106,16 +94,13 @@ def toolchain(arch: str, src: Path) -> tuple[list[str], list[str]]:
     if not m:
         sys.exit(f"peer_sglang: --arch {arch!r} is not like sm_90a")
     major, minor, suffix = m.groups()
-    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    lib = Path(info.find_libtvm_ffi())
+    cuda = peer_wheel.cuda_home()
     includes = dict.fromkeys([info.find_include_path(), info.find_dlpack_include_path(), src / "include", src])
     compile_flags = [f"{cuda}/bin/nvcc", "-Xcompiler", "-fPIC",
                      f"-gencode=arch=compute_{major}{minor}{suffix},code=sm_{major}{minor}{suffix}",
                      f"-DSGL_CUDA_ARCH={int(major) * 100 + int(minor) * 10}", "-std=c++20", "-O3",
                      "--expt-relaxed-constexpr", *(f"-I{d}" for d in includes)]
-    link_flags = ["-shared", f"-L{lib.parent}", f"-l{lib.stem.removeprefix('lib')}", f"-L{cuda}/lib64", "-lcudart",
-                  f"-Wl,-rpath,{cuda}/lib64"]
-    return compile_flags, link_flags
+    return compile_flags, peer_wheel.link_flags()
 
 
 def build(args: argparse.Namespace) -> None:
