@@ -335,5 +335,5 @@ def test_flashinfer_side_by_side_counts_code_steps_with_signs(monkeypatch: pytes
     theirs[0, lay.field("scales").offset(8) + 2] = 0x81  # head 0 of slot 1: scale 0 -> -1 (sign bit 7)
     got = sbs.field_steps(lay, ours, theirs, torch.tensor([0, 16, 1]))
     assert got["bytes_differ"] == 3
-    assert got["values"] == {"values": 3 * 8 * 128, "differ": 2, "max_steps": 2}
-    assert got["scales"] == {"values": 3 * 8 * 8, "differ": 1, "max_steps": 1}
+    assert got["values"] == {"values": 3 * 8 * 128, "differ": 2, "max_steps": 2, "rows_differ": 2}
+    assert got["scales"] == {"values": 3 * 8 * 8, "differ": 1, "max_steps": 1, "rows_differ": 1}

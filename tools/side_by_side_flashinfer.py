@@ -25,10 +25,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_flashinfer  # noqa: E402
+from side_by_side_sglang import compare  # noqa: E402  (one comparison of code steps for both peers)
 
 import kernelgen  # noqa: E402
 from kernelgen.bench import copy_roofline_gbs, empty_kernel_floor_us  # noqa: E402
-from kernelgen.layout.pages import head_slots, read_fields  # noqa: E402
+from kernelgen.layout.pages import head_slots  # noqa: E402
 from kernelgen.measure import reference  # noqa: E402
 from kernelgen.measure.inputs import group_inputs, member_inputs  # noqa: E402
 from kernelgen.measure.timing import rotated_graph_us, rotation_sets  # noqa: E402
@@ -41,22 +42,9 @@ L2 = 60 << 20
 
 
 def field_steps(layout, ours: torch.Tensor, theirs: torch.Tensor, loc: torch.Tensor) -> dict[str, object]:
-    """Per field of the records written at token slots loc: values, values that differ, the largest step between them (e2m1 codes by
-    magnitude with their sign, e4m3 scale codes as integers)."""
-    records = head_slots(loc, layout.heads)  # the records of each token's heads
-    a, b = read_fields(layout, ours, records), read_fields(layout, theirs, records)
-    out: dict[str, object] = {"bytes_differ": int((ours != theirs).sum())}
-    for f in layout.fields:
-        x, y = a[f.name].long(), b[f.name].long()
-        if f.encoding == "e2m1x2":
-            x, y = (torch.stack([t & 0xF, t >> 4], -1).flatten(-2) for t in (x, y))
-            x, y = (torch.where(t & 8 > 0, -(t & 7), t & 7) for t in (x, y))
-        else:
-            x, y = (torch.where(t & 0x80 > 0, -(t & 0x7F), t & 0x7F) for t in (x, y))
-        steps = (x - y).abs()
-        out[f.name] = {"values": x.numel(), "differ": int((x != y).sum()),
-                       "max_steps": int(steps.max()) if steps.numel() else 0}
-    return out
+    """side_by_side_sglang.compare over the records written at token slots loc (each token's heads): per field,
+    values, values that differ, the largest step between them, records that differ."""
+    return compare(layout, ours, theirs, head_slots(loc, layout.heads))
 
 
 def flashinfer_views(op, role: str, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
