@@ -40,10 +40,11 @@ class StorageError(KernelgenError):
     """A file or folder cannot be written: a full disk, a read-only file system, no permission."""
 
 
-def argument(name: str, flags: bool = False) -> str:
-    """How an error names an argument: the Python keyword (`topk=`) for an API call, the flag (`--topk`) where
-    the CLI made the call (`flags`), so that the words match what the user typed."""
-    return f"--{name.replace('_', '-')}" if flags else f"{name}="
+def argument(name: str, flags: bool = False, flag: str | None = None) -> str:
+    """How an error names an argument: the Python keyword (`topk=`) for an API call, the flag (`--topk`, or
+    `--<flag>` where the CLI calls it otherwise) where the CLI made the call (`flags`), so that the words match
+    what the user typed."""
+    return f"--{(flag or name).replace('_', '-')}" if flags else f"{name}="
 
 
 _FULL = {errno.ENOSPC, errno.EDQUOT}

@@ -50,8 +50,8 @@ def study_members(spec: str, model: str, flags: bool = False) -> tuple[Variant, 
     s = load_spec(spec)
     names = [g.name for g in s.groups]
     if model not in names:
-        raise SpecError(f"{'--model' if flags else 'member_of='}: spec {spec} has no launch group {model!r}; it has "
-                        f"{', '.join(names)}")
+        raise SpecError(f"{argument('member_of', flags, flag='model')}: spec {spec} has no launch group {model!r}; "
+                        f"it has {', '.join(names)}")
     group = s.group(model)
     return group.member("k").row_variant, group.member("v").row_variant
 

@@ -90,8 +90,7 @@ def _print_layout(v: Variant) -> None:
               f"page {lay.page_bytes} B (cache = {lay.pool_words()}); slot s -> page s // "
               f"{lay.page_size}, off s % {lay.page_size}", markup=False)
     for f in lay.fields:
-        at = (f"byte {f.base} + off*{f.stride}" if f.interleave == 1 else
-              f"bytes {f.base} + (off//{f.interleave})*{f.interleave * f.stride} + {f.interleave}*j + off%{f.interleave}")
+        at = f"byte {f.base} + off*{f.stride}" if f.interleave == 1 else f"bytes {f.address()}"
         out.print(f"  {f.name:<7} token off at {at}, {f.size} B: {f.what}", markup=False)
     for start, end, text in lay.byte_map():
         out.print(f"  [{start:>6}, {end:>6})  {text}", markup=False)

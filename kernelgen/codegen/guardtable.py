@@ -3,7 +3,7 @@ themselves; codegen/guards.py applies them to variants and groups)."""
 from __future__ import annotations
 
 from ..layout.layout import layout_of
-from ..spec.formats import ENCODERS, FORMATS, Guard
+from ..spec.formats import ENCODERS, FORMATS, Guard, StoreFormat
 from ..spec.norms import NORMS
 from ..spec.pages import POOL_SHARES, RECORD_ORDERS, SCALE_ORDERS, SLOT_SOURCES
 from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
@@ -23,10 +23,18 @@ def _warp_stages(threads_per_token: int) -> int:
 _UNQUANTIZED = [fmt for fmt in FORMATS.values() if not fmt.quantized]
 _QUANTIZED = ", ".join(name for name, fmt in FORMATS.items() if fmt.quantized)
 _ONE_RECORD = [fmt for fmt in FORMATS.values() if len(fmt.arrangement.regions) == 1]  # every field in one record
+
+
+def _scales_alone(fmt: StoreFormat) -> bool:
+    """The first part's scales fill an unpadded region with none of the format's other fields."""
+    own = {f for p in fmt.parts for f in (p.field, p.scale_field)}
+    return any({n for n in r.fields if n in own} == {fmt.parts[0].scale_field} and r.align == 1
+               for r in fmt.arrangement.regions)
+
+
 # e2m1 formats whose one-byte scales fill a region of their own: a scale_order may interleave their bytes
-_INTERLEAVABLE = [fmt for fmt in FORMATS.values() if ENCODERS[fmt.parts[0].rule] in ("kE2m1Ue8m0", "kE2m1E4m3")
-                  and any({n for n in r.fields if n in {f for p in fmt.parts for f in (p.field, p.scale_field)}}
-                          == {fmt.parts[0].scale_field} and r.align == 1 for r in fmt.arrangement.regions)]
+_INTERLEAVABLE = [fmt for fmt in FORMATS.values()
+                  if ENCODERS[fmt.parts[0].rule] in ("kE2m1Ue8m0", "kE2m1E4m3") and _scales_alone(fmt)]
 
 _VARIANT_GUARDS: tuple[Guard, ...] = (
     Guard("head_dim_range", lambda v: 64 <= v.head_dim <= 1024, "kHeadDim >= 64 && kHeadDim <= 1024",

@@ -36,6 +36,13 @@ class Field:
             return self.base + off * self.stride + j
         return self.base + (off // g) * (g * self.stride) + j * g + off % g
 
+    def address(self, record: str = "off") -> str:
+        """Field.byte in words, for record `record` and its byte j."""
+        g = self.interleave
+        if g == 1:
+            return f"{self.base} + {record}*{self.stride} + j"
+        return f"{self.base} + ({record} // {g})*{g * self.stride} + {g}*j + {record} % {g}"
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -136,7 +143,7 @@ class Layout:
             every = "" if f.stride == f.size else f" every {f.stride} B"
             if f.interleave > 1:
                 every += f", {f.interleave} records' scales interleaved byte by byte (byte j of record r at " \
-                         f"(r // {f.interleave}) x {f.interleave * f.stride} + {f.interleave} j + r % {f.interleave})"
+                         f"{f.address('r')})"
             count = (f"{self.heads} x {self.page_size}" if self.hnd else f"{self.page_size} x {self.heads}") \
                 if self.heads > 1 else f"{n}"
             spans.append((f.base, end, f"{f.name}: {count} x {f.size} B {f.what}{every}"))

@@ -93,19 +93,14 @@ class PoolShare:
 @dataclass(frozen=True)
 class ScaleOrder:
     """How a page orders the bytes of its grouped scales (`scale_order`): record r's scale b sits at
-    (r // interleave) * interleave * S + b * interleave + r % interleave in the scale region (S scales a record):
-    with interleave 1, a record's S scales back to back; with 4, each run of 4 records' S x 4 bytes transposed
-    to S x 4 (vLLM's NVFP4 V scales for trtllm-gen on SM100, TensorRT-LLM's quantizeAndWriteFP4KVCache)."""
+    (r // interleave) * interleave * S + b * interleave + r % interleave in the scale region (S scales a record;
+    layout/layout.py Field.byte applies it): with interleave 1, a record's S scales back to back; with 4, each run
+    of 4 records' S x 4 bytes transposed to S x 4 (vLLM's NVFP4 V scales for trtllm-gen on SM100, TensorRT-LLM's
+    quantizeAndWriteFP4KVCache)."""
 
     name: str
     short: str
     interleave: int  # records whose scales interleave byte by byte (the device constant kScaleInterleave)
-    describe: str  # the layout docs' words for it ("" for the default)
-
-    def position(self, record: int, block: int, scales: int) -> int:
-        """The byte of scale `block` of in-page record `record` in the scale region, `scales` bytes a record."""
-        g = self.interleave
-        return (record // g) * g * scales + block * g + record % g
 
 
 SLOT_SOURCES: dict[str, SlotSource] = {s.name: s for s in (
@@ -123,7 +118,6 @@ POOL_SHARES: dict[str, PoolShare] = {p.name: p for p in (
               grain="record"),
 )}
 SCALE_ORDERS: dict[str, ScaleOrder] = {o.name: o for o in (
-    ScaleOrder("linear", "sclin", interleave=1, describe=""),
-    ScaleOrder("token4", "sc4", interleave=4,
-               describe="scales of 4 consecutive records interleaved byte by byte (trtllm-gen's NVFP4 V scales)"),
+    ScaleOrder("linear", "sclin", interleave=1),
+    ScaleOrder("token4", "sc4", interleave=4),  # trtllm-gen's NVFP4 V scales
 )}
