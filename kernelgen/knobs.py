@@ -33,8 +33,6 @@ JOBS = Knob("KERNELGEN_JOBS", "parallel nvcc jobs in one ninja run (default: nin
 CUDA_HOME = Knob("CUDA_HOME", "CUDA toolkit root holding bin/nvcc and lib64/libcudart", "/usr/local/cuda")
 PDL = Knob("KERNELGEN_PDL", "set to 0 to launch (and export) without programmatic dependent launch even where a "
            "tuning record chose it (default: as tuned)")
-PACKED_F32 = Knob("KERNELGEN_PACKED_F32", "set to 1 to build sm_100/sm_103 targets with packed float32 pairs "
-                  "(FADD2/FMUL2/FFMA2, rounding as the scalar ops; off until verified on such a GPU, see README)")
 TUNED = Knob("KERNELGEN_TUNED", "set to 0 to ignore tuning records and use each variant's default launch")
 DEBUG = Knob("KERNELGEN_DEBUG", "set to 1 for checks that need a device sync on every call (duplicate out_loc slots)")
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "base of the default cache dir (default: ~/.cache)")
@@ -136,10 +134,6 @@ def tuning_dir() -> Path:
 
 def pdl_allowed() -> bool:
     return PDL.get() != "0"
-
-
-def packed_f32() -> bool:
-    return PACKED_F32.get() == "1"
 
 
 def debug() -> bool:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgen import knobs
 from kernelgen.build import lifecycle as build_mod
 from kernelgen.build import toolchain
 from kernelgen.build.lifecycle import build, kernels_dir
@@ -161,49 +160,3 @@ def test_every_tuning_candidate_compiles_for_blackwell(cache_dir: Path) -> None:
     edge = [Launch(128, 2, 8, loop=True), Launch(64, 4, 8, True)]
     results = compile_only([d1024], toolchain.detect(), ("sm_100a", "sm_120a"), plan=tuning_plan(d1024, edge))
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-
-
-def test_packed_pairs_are_a_knob_that_compiles_for_sm100(cache_dir: Path) -> None:
-    """KERNELGEN_PACKED_F32=1 puts its define into the toolchain (so into every build key and nvcc line),
-    and the packed paths (norm with bias, LayerNorm centering, interleaved and neox RoPE, Hadamard, fp8,
-    fp4 and FlashMLA stores) compile for sm_100a; without the knob nothing changes."""
-    from kernelgen import knobs
-    from kernelgen.build.buildplan import Unit, ninja_text
-    from kernelgen.build.lifecycle import compile_only
-
-    assert toolchain.detect().defines == ()
-    with knobs.scope(PACKED_F32="1"):
-        tc = toolchain.detect()
-        assert tc.defines == (toolchain.PACKED_F32_DEFINE,)
-        assert toolchain.PACKED_F32_DEFINE in ninja_text([Unit("a", "a.cu", ("sm_100a",), "a.so")], tc, "/t", link=True)
-        names = [("dsv4_indexer", "dsv4_indexer_fp8_p64"), ("dsv4_indexer", "dsv4_indexer_fp4_p64"),
-                 ("dsv4_mainkv", "dsv4_mainkv_fp8mla_p64"), ("example", "example_ln_neox_head")]
-        results = compile_only([load_spec(s).variant(n) for s, n in names], tc, ("sm_100a",))
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-
-
-@pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (CUDA's, or KERNELGEN_CUOBJDUMP=path, "
-                                                 "e.g. the copy in Triton's wheel); nvcc alone does not disassemble")
-def test_packed_products_are_never_contracted_into_an_add() -> None:
-    """ptxas turns a packed multiply feeding a packed add into FFMA2 (one rounding, not two: other bits
-    than the reference). The only FFMA2 the packed build may hold are the Hadamard's lane butterflies
-    (sign * v + other, an FMA by design): log2(threads_per_token) stages x chunks x vec / 2 pairs."""
-    import math
-
-    from kernelgen import knobs
-    from kernelgen.codegen.launch import geometry
-    from kernelgen.spec.variant import Launch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from sass_count import count
-
-    cases = [("dsv4_indexer", "dsv4_indexer_fp8_p64", "t4.b16.v8"), ("dsv4_indexer", "dsv4_indexer_fp4_p64", "t16.b4.v8"),
-             ("dsv4_mainkv", "dsv4_mainkv_fp8mla_p64", "t8.b32.v8.lp"), ("example", "example_ln_neox_head", "t8.b8.v8")]
-    with knobs.scope(PACKED_F32="1"):
-        for spec, name, lid in cases:
-            ops = count(spec, name, [lid], by_opcode=True, arch="sm_100a")[lid]
-            v = load_spec(spec).variant(name).with_launch(Launch.from_id(lid))
-            g = geometry(v)
-            lane_pairs = int(math.log2(g.threads_per_token)) * g.chunks * g.vec // 2 if v.hadamard else 0
-            assert ops["FMUL2"] > 0, f"{name} {lid}: no packed multiply: the packed path is not in use"
-            assert ops["FFMA2"] == lane_pairs, f"{name} {lid}: {ops['FFMA2']} FFMA2, want {lane_pairs} (lane butterflies)"

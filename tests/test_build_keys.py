@@ -49,7 +49,6 @@ def test_every_input_of_the_binary_changes_the_key(monkeypatch: pytest.MonkeyPat
         "tvm-ffi": key(replace(FIXED_TOOLCHAIN, tvm_ffi_version="0.1.16")),
         "c++": key(replace(FIXED_TOOLCHAIN, cxx_version="c++ 13")),
         "arch": key(archs=("sm_100a",)),
-        "packed-f32": key(replace(FIXED_TOOLCHAIN, defines=("-DKERNELGEN_PACKED_F32",))),
     }
     with monkeypatch.context() as m:
         m.setattr(buildplan, "CUDA_FLAGS", buildplan.CUDA_FLAGS + ("-lineinfo",))

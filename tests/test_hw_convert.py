@@ -91,7 +91,7 @@ def _ptx(source: str, arch: str, tmp: Path) -> str:
     src.write_text(source)
     out = tmp / f"k_{arch}.ptx"
     includes = [f"-I{d}" for d in (str(resources.include_dir()), *tc.include_dirs)]
-    cmd = [tc.nvcc, *CUDA_FLAGS, *tc.defines, *includes, f"-arch={arch}", "-ptx", str(src), "-o", str(out)]
+    cmd = [tc.nvcc, *CUDA_FLAGS, *includes, f"-arch={arch}", "-ptx", str(src), "-o", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     return out.read_text()

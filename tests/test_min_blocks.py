@@ -56,7 +56,7 @@ def test_the_ptx_asks_for_the_blocks_only_where_set(tmp_path: Path) -> None:
         src = tmp_path / f"k{mb}.cu"
         src.write_text(render_variant(V.with_launch(launch.__class__(**{**launch.__dict__, "min_blocks": mb}))))
         out = tmp_path / f"k{mb}.ptx"
-        cmd = [tc.nvcc, *CUDA_FLAGS, *tc.defines, f"-I{resources.include_dir()}",
+        cmd = [tc.nvcc, *CUDA_FLAGS, f"-I{resources.include_dir()}",
                *(f"-I{d}" for d in tc.include_dirs), "-arch=sm_90a", "-ptx", str(src), "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]

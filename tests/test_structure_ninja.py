@@ -17,12 +17,12 @@ from kernelgen.build.toolchain import Toolchain
 pytestmark = pytest.mark.pure
 
 TC = Toolchain("/usr/local/cuda/bin/nvcc", "/usr/local/cuda", "release 13.0", "c++ 12", "0.1.15", ("/inc", "/inc"),
-               "/lib", ("-DX",))
+               "/lib")
 UNITS = [Unit("a", "a-1/a.cu", ("sm_90a",), "a-1/a.so"), Unit("b", "b-2/b.cu", ("sm_90a", "sm_100f"), "b-2/b.so")]
 
 RULES = """ninja_required_version = 1.3
 nvcc = /usr/local/cuda/bin/nvcc
-cuda_flags = -std=c++17 -O3 -compress-mode=none -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -DX -I/tpl -I/inc
+cuda_flags = -std=c++17 -O3 -compress-mode=none -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I/tpl -I/inc
 ldflags = -shared -L/lib -ltvm_ffi {cudart}
 
 rule compile

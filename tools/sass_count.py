@@ -3,7 +3,7 @@ token, so the static count is the per-token count a thread executes; a looping `
 also holds its first token's loads outside the loop), by opcode family.
 
     python tools/sass_count.py dsv4_indexer dsv4_indexer_fp4_p64 t4.b16.v8.pf [t16.b4.v4.pf ...] [--ops] [--dump FILE]
-        [--arch sm_100a]   (KERNELGEN_PACKED_F32=1: the packed float32 build)
+        [--arch sm_100a]   (a .pk id: the packed float32 build)
 
 --ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
 
@@ -43,7 +43,7 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
     toolchain = tc.detect()
     obj = source.with_suffix(".o")
     includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
-    done = subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *toolchain.defines, *includes, *gencode_flags((arch,)), "-c",
+    done = subprocess.run([toolchain.nvcc, *CUDA_FLAGS, *includes, *gencode_flags((arch,)), "-c",
                            str(source), "-o", str(obj)], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"nvcc failed on {source}:\n{done.stderr[-4000:]}")

@@ -96,7 +96,7 @@ def ninja_text(units: list[Unit], toolchain: Toolchain, include_dir: str, link: 
     out = Writer(text, width=1 << 30)  # never wrapped: one line per variable, as a reader greps it
     out.variable("ninja_required_version", "1.3")
     out.variable("nvcc", _shell(toolchain.nvcc))
-    out.variable("cuda_flags", _shell(*CUDA_FLAGS, *toolchain.defines, *includes))
+    out.variable("cuda_flags", _shell(*CUDA_FLAGS, *includes))
     out.variable("ldflags", _shell("-shared", f"-L{toolchain.tvm_ffi_lib_dir}", "-ltvm_ffi", *cudart))
     out.newline()
     out.rule("compile", "$nvcc $cuda_flags $gencode -c $in -o $out", description="nvcc $out")

@@ -7,7 +7,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,16 +25,14 @@ class Toolchain:
     tvm_ffi_version: str
     include_dirs: tuple[str, ...]  # tvm-ffi and dlpack headers
     tvm_ffi_lib_dir: str
-    defines: tuple[str, ...] = ()  # nvcc -D flags from knobs (KERNELGEN_PACKED_F32): they change the binary
 
     def describe(self) -> str:
         """Which compiler is used, for the build and check output."""
-        return f"{self.nvcc} ({self.nvcc_version})" + "".join(f" {d}" for d in self.defines)
+        return f"{self.nvcc} ({self.nvcc_version})"
 
     def fingerprint(self) -> str:
         """What of the toolchain changes a binary: goes into every build key."""
-        base = f"nvcc={self.nvcc_version}|cxx={self.cxx_version}|tvm_ffi={self.tvm_ffi_version}"
-        return base + "".join(f"|{d}" for d in self.defines)
+        return f"nvcc={self.nvcc_version}|cxx={self.cxx_version}|tvm_ffi={self.tvm_ffi_version}"
 
 
 def _first_line_with(text: str, needle: str) -> str:
@@ -134,12 +132,8 @@ def _detect(cuda_home: str) -> Toolchain:
     )
 
 
-PACKED_F32_DEFINE = "-DKERNELGEN_PACKED_F32"  # templates/kernelgen/numeric.cuh: packed float32 pairs on sm_100+
-
-
 def detect() -> Toolchain:
-    found = _detect(str(knobs.cuda_home()))
-    return replace(found, defines=(PACKED_F32_DEFINE,)) if knobs.packed_f32() else found
+    return _detect(str(knobs.cuda_home()))
 
 
 def arch_names(text: str, source: str = "--arch") -> tuple[str, ...]:

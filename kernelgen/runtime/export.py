@@ -149,8 +149,7 @@ def export(variants: list[Variant | Group], archs: tuple[str, ...], out_dir: Pat
                 "device_code": a.device_code().get(arch, {}), "x_align": aligns.get("", aligns),
                 "checks": checks.requirements(tuple(c for _, block in group_checks(v, plan) for c in block))}
     manifest = {"format": FORMAT, "kernelgen": __version__,
-                "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version,
-                              "defines": list(toolchain.defines)},  # e.g. the packed-float32 build
+                "toolchain": {"nvcc": toolchain.nvcc_version, "tvm_ffi": toolchain.tvm_ffi_version},
                 "archs": list(archs), "variants": entries}
     path = out_dir / MANIFEST
     with writing(path, _ELSEWHERE):

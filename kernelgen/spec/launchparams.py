@@ -73,6 +73,9 @@ def _vec_values(v: VariantLike) -> tuple[object, ...]:
 # kernelgen's targets of those capabilities are the 'a' forms (build/arch.py), whose __CUDA_ARCH_FEAT_SM*_ALL
 # macro the device code tests (templates/kernelgen/numeric.cuh e2m1x2_hw).
 HW_E2M1_CAPABILITIES = ("10.0", "10.3", "12.0", "12.1")
+# The GPUs with packed float32 arithmetic (FADD2/FMUL2/FFMA2: sm_100 and sm_103; sm_120 has none), whose
+# __CUDA_ARCH__ the device code tests (templates/kernelgen/numeric.cuh KERNELGEN_ARCH_PAIRS).
+PACKED_F32_CAPABILITIES = ("10.0", "10.3")
 
 
 def _hw_convert_values(v: VariantLike) -> tuple[object, ...]:
@@ -147,6 +150,15 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         token="mb", id_pos=7, compiled=True, cpp="kMinBlocks",
         tune="min_blocks", space_pos=7, values=lambda v: (0,), tie_pos=7, prefer="low",
         guards=("min_blocks_fit",), limit=32, optional=True),
+    LaunchParam(
+        "packed_f32", bool,
+        "the float work of the norm, RoPE, Hadamard and quantized stores as packed float32 pairs (FADD2/FMUL2/FFMA2: "
+        "sm_100 and sm_103), each component rounded as the scalar op; a candidate only where the tuning GPU has them, "
+        "where the tuner checks its bytes against the reference like every candidate's; other targets compile the "
+        "scalar code (a no-op)",
+        token="pk", id_pos=8, compiled=True, cpp="kPackedF32",
+        tune="packed_f32", space_pos=8, values=lambda v: (False, True), tie_pos=8, prefer="low",
+        capabilities=PACKED_F32_CAPABILITIES),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -158,6 +170,6 @@ IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
 ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.mb2]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.mb2]
 ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
               + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

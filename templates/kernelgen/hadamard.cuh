@@ -58,7 +58,7 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
         for (int k = 0; k < G::kVec; k += 2)
-          if (!(k & m)) butterfly2(r.v[c][k], r.v[c][k + 1], r.v[c][k | m], r.v[c][(k | m) + 1]);
+          if (!(k & m)) butterfly2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], r.v[c][k | m], r.v[c][(k | m) + 1]);
 #pragma unroll
     for (int m = 1; m < G::kWarpLanes; m <<= 1) {
       // lower lane: v + other; upper lane: other - v. One rounding either way, as in a+b / a-b.
@@ -66,7 +66,7 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
-        for (int k = 0; k < G::kVec; k += 2) lane_butterfly2(r.v[c][k], r.v[c][k + 1], sign, m);
+        for (int k = 0; k < G::kVec; k += 2) lane_butterfly2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], sign, m);
     }
     warp_butterflies(r);
 #pragma unroll
@@ -75,12 +75,12 @@ __device__ __forceinline__ void hadamard(Row<Cfg>& r) {
       for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
         for (int k = 0; k < G::kVec; k += 2)
-          if (!(c & m)) butterfly2(r.v[c][k], r.v[c][k + 1], r.v[c | m][k], r.v[c | m][k + 1]);
+          if (!(c & m)) butterfly2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], r.v[c | m][k], r.v[c | m][k + 1]);
 #pragma unroll
     for (int c = 0; c < G::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < G::kVec; k += 2)
-        scaled2(r.v[c][k], r.v[c][k + 1], r.v[c][k], r.v[c][k + 1], Cfg::kHadamardScale);
+        scaled2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], r.v[c][k], r.v[c][k + 1], Cfg::kHadamardScale);
   }
 }
 

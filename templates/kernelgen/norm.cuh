@@ -57,7 +57,7 @@ __device__ __forceinline__ void center(Row<Cfg>& r) {
 #pragma unroll
   for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; k += 2) sub2(r.v[c][k], r.v[c][k + 1], mean);
+    for (int k = 0; k < Cfg::kVec; k += 2) sub2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], mean);
 }
 
 // Per-thread slices of the norm weight and bias and of this token's freqs row. With
@@ -195,7 +195,7 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
       if (!in_norm<Cfg>(r.first(c))) continue;  // norm_dims: nope: the roped dims are not normed
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; k += 2)
-        scale2<Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1],
+        scale2<Cfg::kPackedF32, Cfg::kNormBias>(r.v[c][k], r.v[c][k + 1], inv, o.w[c][k], o.w[c][k + 1],
                                Cfg::kNormBias ? o.b[c][k] : 0.f, Cfg::kNormBias ? o.b[c][k + 1] : 0.f);
     }
   }

@@ -285,19 +285,16 @@ __host__ __device__ __forceinline__ int ocp_scale_exponent(float amax) {
 
 // ---- pairs of float32 values -----------------------------------------------------------------
 //
-// With KERNELGEN_PACKED_F32 on sm_100 and sm_103 (the parts with packed float32 instructions; the
-// list is kernelgen/tune/records.py PACKED_CAPABILITIES), each helper below is one FADD2/FMUL2/FFMA2
-// per pair (or two), whose components round exactly as __fadd_rn/__fmul_rn/__fmaf_rn (CUDA's
-// documented behaviour for these intrinsics). Elsewhere it is the scalar ops, element 0 then element
-// 1, in the order the kernel used before pairs existed (so the sm_90 code is unchanged).
-// One trap: ptxas contracts a packed multiply feeding a packed add into FFMA2 (one rounding instead
-// of two), even though both are .rn. So a packed product is only ever added by scalar __fadd_rn /
+// A configuration with kPackedF32 (launch.packed_f32, a tuner candidate only on GPUs with packed float32:
+// kernelgen/spec/launchparams.py PACKED_F32_CAPABILITIES) runs each helper below on sm_100 and sm_103 as
+// one FADD2/FMUL2/FFMA2 per pair (or two), whose components round exactly as __fadd_rn/__fmul_rn/__fmaf_rn
+// (CUDA's documented behaviour for these intrinsics). Elsewhere, and without the flag, it is the scalar
+// ops, element 0 then element 1, in the order the kernel used before pairs existed (so that code is
+// unchanged). One trap: ptxas contracts a packed multiply feeding a packed add into FFMA2 (one rounding
+// instead of two), even though both are .rn. So a packed product is only ever added by scalar __fadd_rn /
 // __fsub_rn, which are never contracted (tests/test_build.py counts the FFMA2 in the SASS).
-#if defined(KERNELGEN_PACKED_F32) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
-#define KERNELGEN_PAIRS 1
-#endif
-
-#ifdef KERNELGEN_PAIRS
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
+#define KERNELGEN_ARCH_PAIRS 1
 __device__ __forceinline__ void set2(float& a0, float& a1, float2 r) { a0 = r.x; a1 = r.y; }
 #endif
 
@@ -307,75 +304,92 @@ __device__ __forceinline__ void butterfly(float& a, float& b) {  // (a, b) <- (a
   a = s;
 }
 
+template <bool kPacked>
 __device__ __forceinline__ void butterfly2(float& a0, float& a1, float& b0, float& b1) {
-#ifdef KERNELGEN_PAIRS
-  const float2 a = make_float2(a0, a1), b = make_float2(b0, b1);
-  set2(b0, b1, __fadd2_rn(a, make_float2(-b0, -b1)));
-  set2(a0, a1, __fadd2_rn(a, b));
-#else
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    const float2 a = make_float2(a0, a1), b = make_float2(b0, b1);
+    set2(b0, b1, __fadd2_rn(a, make_float2(-b0, -b1)));
+    set2(a0, a1, __fadd2_rn(a, b));
+    return;
+  }
+#endif
   butterfly(a0, b0);
   butterfly(a1, b1);
-#endif
 }
 
+template <bool kPacked>
 __device__ __forceinline__ void scaled2(float& q0, float& q1, float a0, float a1, float m) {  // q <- a * m
-#ifdef KERNELGEN_PAIRS
-  set2(q0, q1, __fmul2_rn(make_float2(a0, a1), make_float2(m, m)));
-#else
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    set2(q0, q1, __fmul2_rn(make_float2(a0, a1), make_float2(m, m)));
+    return;
+  }
+#endif
   q0 = __fmul_rn(a0, m);
   q1 = __fmul_rn(a1, m);
-#endif
 }
 
+template <bool kPacked>
 __device__ __forceinline__ void sub2(float& a0, float& a1, float b) {  // a <- a - b
-#ifdef KERNELGEN_PAIRS
-  set2(a0, a1, __fadd2_rn(make_float2(a0, a1), make_float2(-b, -b)));
-#else
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    set2(a0, a1, __fadd2_rn(make_float2(a0, a1), make_float2(-b, -b)));
+    return;
+  }
+#endif
   a0 = __fsub_rn(a0, b);
   a1 = __fsub_rn(a1, b);
-#endif
 }
 
 // a <- (a * inv) * w [+ bias]: the norm's scaling, each product rounded.
-template <bool kBias>
+template <bool kPacked, bool kBias>
 __device__ __forceinline__ void scale2(float& a0, float& a1, float inv, float w0, float w1, float b0, float b1) {
-#ifdef KERNELGEN_PAIRS
-  set2(a0, a1, __fmul2_rn(__fmul2_rn(make_float2(a0, a1), make_float2(inv, inv)), make_float2(w0, w1)));
-  if constexpr (kBias) {  // scalar adds: a packed add of a packed product would become an FFMA2
-    a0 = __fadd_rn(a0, b0);
-    a1 = __fadd_rn(a1, b1);
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    set2(a0, a1, __fmul2_rn(__fmul2_rn(make_float2(a0, a1), make_float2(inv, inv)), make_float2(w0, w1)));
+    if constexpr (kBias) {  // scalar adds: a packed add of a packed product would become an FFMA2
+      a0 = __fadd_rn(a0, b0);
+      a1 = __fadd_rn(a1, b1);
+    }
+    return;
   }
-#else
+#endif
   a0 = __fmul_rn(__fmul_rn(a0, inv), w0);
   if constexpr (kBias) a0 = __fadd_rn(a0, b0);
   a1 = __fmul_rn(__fmul_rn(a1, inv), w1);
   if constexpr (kBias) a1 = __fadd_rn(a1, b1);
-#endif
 }
 
 // (a, b) <- (a cos - b sin, a sin + b cos): each product rounded, then one rounded sum.
+template <bool kPacked>
 __device__ __forceinline__ void rotate2(float& a, float& b, float c, float s) {
-#ifdef KERNELGEN_PAIRS
-  const float2 p = __fmul2_rn(make_float2(a, a), make_float2(c, s));
-  const float2 q = __fmul2_rn(make_float2(b, b), make_float2(s, c));
-  a = __fsub_rn(p.x, q.x);  // scalar: a packed add of packed products would become an FFMA2
-  b = __fadd_rn(p.y, q.y);
-#else
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    const float2 p = __fmul2_rn(make_float2(a, a), make_float2(c, s));
+    const float2 q = __fmul2_rn(make_float2(b, b), make_float2(s, c));
+    a = __fsub_rn(p.x, q.x);  // scalar: a packed add of packed products would become an FFMA2
+    b = __fadd_rn(p.y, q.y);
+    return;
+  }
+#endif
   const float a0 = a, b0 = b;
   a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
   b = __fadd_rn(__fmul_rn(a0, s), __fmul_rn(b0, c));
-#endif
 }
 
 // One butterfly stage across lanes: lower lane v + other, upper lane other - v (sign = +1 / -1).
+template <bool kPacked>
 __device__ __forceinline__ void lane_butterfly2(float& a0, float& a1, float sign, int mask) {
-#ifdef KERNELGEN_PAIRS
-  const float o0 = __shfl_xor_sync(0xFFFFFFFFu, a0, mask), o1 = __shfl_xor_sync(0xFFFFFFFFu, a1, mask);
-  set2(a0, a1, __ffma2_rn(make_float2(sign, sign), make_float2(a0, a1), make_float2(o0, o1)));
-#else
+#ifdef KERNELGEN_ARCH_PAIRS
+  if constexpr (kPacked) {
+    const float o0 = __shfl_xor_sync(0xFFFFFFFFu, a0, mask), o1 = __shfl_xor_sync(0xFFFFFFFFu, a1, mask);
+    set2(a0, a1, __ffma2_rn(make_float2(sign, sign), make_float2(a0, a1), make_float2(o0, o1)));
+    return;
+  }
+#endif
   a0 = __fmaf_rn(sign, a0, __shfl_xor_sync(0xFFFFFFFFu, a0, mask));
   a1 = __fmaf_rn(sign, a1, __shfl_xor_sync(0xFFFFFFFFu, a1, mask));
-#endif
 }
 
 // e2m1 codes of q[0..N), packed as nibbles (element k in bits 4k..4k+3, low nibble first).

@@ -17,7 +17,7 @@ __device__ __forceinline__ void rotate_interleaved(Row<Cfg>& r, const Operands<C
     const float* cs = o.f[c];
 #pragma unroll
     for (int k = 0; k < Cfg::kVec; k += 2) {
-      rotate2(r.v[c][k], r.v[c][k + 1], cs[k], cs[k + 1]);
+      rotate2<Cfg::kPackedF32>(r.v[c][k], r.v[c][k + 1], cs[k], cs[k + 1]);
     }
   }
 }

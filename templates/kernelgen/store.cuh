@@ -60,7 +60,7 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_s
                                            bool write) {
   float q[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+  for (int k = 0; k < Cfg::kVec; k += 2) scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
@@ -89,7 +89,7 @@ template <class Cfg>
 __device__ __forceinline__ void store_i8(const Row<Cfg>& r, int c, float inv_scale, uint8_t* dst, bool nan_row, bool write) {
   float q[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+  for (int k = 0; k < Cfg::kVec; k += 2) scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; ++k) {
@@ -170,7 +170,7 @@ __device__ __forceinline__ void store_fp4(const Row<Cfg>& r, const float (&chunk
     const float inv_scale = exp2_int(-e);  // v * 2^-e is exactly v / 2^e: no division needed
     float q[Cfg::kVec];
 #pragma unroll
-    for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+    for (int k = 0; k < Cfg::kVec; k += 2) scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
     uint32_t packed[1] = {nan_row ? 0u : e2m1_codes<Cfg::kScaleOcp, Cfg::kHwConvert>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
     const int dim = r.first(c);
     if (!write) continue;
@@ -270,7 +270,7 @@ __device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (
         const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
         const float inv = scale == 0.f ? 0.f : __frcp_rn(scale);
 #pragma unroll
-        for (int k = 0; k < Cfg::kVec; k += 2) scaled2(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
+        for (int k = 0; k < Cfg::kVec; k += 2) scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv);
       }
       uint32_t packed[1] = {nan_row ? 0u : e2m1_codes<true, Cfg::kHwConvert>(q)};  // kVec / 2 <= 4 bytes, low nibble = even dim
       if (!write) continue;
