@@ -123,7 +123,7 @@ def test_the_space_is_the_table() -> None:
     # a parameter bound to some GPUs keeps its default alone where the GPU is not one of them (here: none known)
     assert s.values == tuple((p.tune, (p.default,) if p.capabilities else p.values(V)) for p in IN_SPACE_ORDER)
     point = {"threads_per_token": 32, "vec": 4, "block_threads": 64, "prefetch": True, "pdl": True, "loop": False,
-             "hw_convert": False, "min_blocks": 0, "packed_f32": False}
+             "hw_convert": False, "resident_threads": 0, "packed_f32": False}
     assert space.point(point) == Launch(32, 2, 4, True, True)
     valid, rejected = space.candidates(V, space.default_space(V, {"loop": (False, True)}))
     assert {c.instance for c in valid} == set(space.instances(valid)) and rejected
@@ -185,6 +185,12 @@ def test_a_spec_sets_every_parameter_by_its_table_name() -> None:
             with pytest.raises(SpecError, match=f"launch.{p.name} must be a positive integer up to {p.limit}"):
                 parse.parse_spec(f"family: fused_norm_rope_store\nname: s\nvariants:\n"
                                  f"  - {{name: a, launch: {{{p.name}: {p.limit + 1}}}}}\n", "s.yaml")
+    for p in LAUNCH_PARAMS:  # a field the space sets through another name: the error says that name
+        if p.tune != p.name:
+            with pytest.raises(SpecError, match=rf"^s.yaml:\d+:\d+: tune: {p.name} is searched as {p.tune} \(.*e\.g\. "
+                                                rf"{p.tune}: \["):
+                parse.parse_spec(f"family: fused_norm_rope_store\nname: s\nvariants:\n  - {{name: a}}\n"
+                                 f"tune: {{{p.name}: [8]}}\n", "s.yaml")
 
 
 # "A launch option is not compiled code" is said once, by Launch.instance. Files the launch table's change

@@ -1,6 +1,7 @@
 """Occupancy as a launch parameter (launch.min_blocks, issue 39): __launch_bounds__'s minimum blocks per SM, which
-caps the registers per thread. Off in the default space until measured; a spec opts in through `tune:`; ids written
-before it existed keep their meaning."""
+caps the registers per thread. The tuning space names it by the threads an SM must hold (resident_threads), so one
+value is the same register cap for every block size. Off in the default space until measured; a spec opts in through
+`tune:`; ids written before it existed keep their meaning."""
 from __future__ import annotations
 
 import re
@@ -12,7 +13,7 @@ import pytest
 from kernelgen.codegen.guards import precheck
 from kernelgen.codegen.launch import resolve
 from kernelgen.codegen.render import render_variant
-from kernelgen.errors import GuardViolation
+from kernelgen.errors import GuardViolation, SpecError
 from kernelgen.spec.parse import load_spec, parse_spec
 from kernelgen.tune.space import candidates, default_space
 
@@ -20,25 +21,34 @@ V = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
 
 
 @pytest.mark.pure
-def test_the_default_space_leaves_it_off_and_a_spec_opts_in() -> None:
+def test_the_default_space_leaves_it_off_and_a_spec_opts_in_by_resident_threads() -> None:
     assert {c.min_blocks for c in candidates(V, default_space(V))[0]} == {0}
-    valid, rejected = candidates(V, default_space(V, {"min_blocks": (0, 2, 4, 16)}))
-    assert {c.min_blocks for c in valid} == {0, 2, 4, 16}
-    big = [c for c in valid if c.min_blocks == 16]
-    assert big and all(c.threads_per_token * c.tokens_per_block <= 128 for c in big)  # 16 x 128 = 2048 threads
-    assert any("lower launch.min_blocks [guard min_blocks_fit]" in why for _, why in rejected)
+    space = default_space(V, {"resident_threads": (0, 1536, 2048), "block_threads": (64, 128, 256)})
+    valid, rejected = candidates(V, space)
+    # one resident_threads value is one register cap: blocks x block threads reach it for every block size
+    for c in valid:
+        threads = c.threads_per_token * c.tokens_per_block
+        assert c.min_blocks == 0 or c.min_blocks * threads in (1536, 2048), c.id
+    assert {(c.min_blocks, c.threads_per_token * c.tokens_per_block) for c in valid if c.min_blocks} >= {
+        (24, 64), (12, 128), (6, 256), (32, 64), (16, 128), (8, 256)}
     assert all(c.id.endswith(f".mb{c.min_blocks}") for c in valid if c.min_blocks)
+    fits, over = candidates(V, default_space(V, {"resident_threads": (2560,)}))  # more than an SM holds
+    assert not any(c.min_blocks for c in fits) and any("lower launch.min_blocks [guard min_blocks_fit]" in why for _, why in over)
 
 
 @pytest.mark.pure
 def test_a_spec_sets_it_in_launch_and_tune_and_the_guard_names_it() -> None:
     text = ("family: fused_norm_rope_store\nname: ob\nvariants:\n"
             "  - {name: ob_a, head_dim: 128, rope_dim: 64, launch: {threads_per_token: 8, tokens_per_block: 32, "
-            "vec: 8, min_blocks: 4}}\ntune: {min_blocks: [0, 2]}\n")
+            "vec: 8, min_blocks: 4}}\ntune: {resident_threads: [0, 1536]}\n")
     spec = parse_spec(text, "ob.yaml")
     v = spec.variant("ob_a")
     assert resolve(v).launch.min_blocks == 4 and resolve(v).launch.id == "t8.b32.v8.mb4"
-    assert spec.tune_overrides()["min_blocks"] == (0, 2)
+    assert spec.tune_overrides()["resident_threads"] == (0, 1536)
+    with pytest.raises(SpecError, match=r"^ob.yaml:5:\d+: tune: min_blocks is searched as resident_threads \(the threads "
+                                        r"an SM must hold; min_blocks = resident_threads / block_threads, rounded up\), "
+                                        r"e.g. resident_threads: \[0, 1536, 2048\]$"):
+        parse_spec(text.replace("tune: {resident_threads", "tune: {min_blocks"), "ob.yaml")
     with pytest.raises(GuardViolation, match=r"must fit the 2048 threads an SM holds; lower launch.min_blocks"):
         precheck(parse_spec(text.replace("min_blocks: 4", "min_blocks: 9"), "ob.yaml").variant("ob_a"))
 

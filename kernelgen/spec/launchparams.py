@@ -85,6 +85,13 @@ def _hw_convert_values(v: VariantLike) -> tuple[object, ...]:
     return (False, True) if format_of(v).e2m1_ties_even else (False,)
 
 
+def _min_blocks(space_point: Mapping[str, object]) -> int:
+    """The tuning space names occupancy by the threads an SM must hold (the same value means the same register cap
+    for every block size); the compiled field is the blocks that makes, rounded up (0: no bound)."""
+    resident, block = int(space_point["resident_threads"]), int(space_point["block_threads"])  # type: ignore[call-overload]
+    return -(-resident // block) if resident else 0
+
+
 def _tokens_per_block(space_point: Mapping[str, object]) -> int:
     return max(int(space_point["block_threads"]) // int(space_point["threads_per_token"]), 1)  # type: ignore[call-overload]
 
@@ -145,10 +152,12 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
     LaunchParam(
         "min_blocks", int,
         "the minimum resident blocks per SM asked of the compiler (__launch_bounds__'s second argument: it caps the "
-        "registers per thread so that many blocks fit; 0: no bound); off in the default space until measured: a "
-        "spec opts in with `tune: {min_blocks: [0, 2, 4]}`",
+        "registers per thread so that many blocks fit; 0: no bound). The tuning space sets resident_threads instead, "
+        "the threads an SM must hold (registers per thread <= 65536 / resident_threads), and min_blocks = "
+        "resident_threads / block_threads rounded up; off in the default space until measured: a spec opts in with "
+        "`tune: {resident_threads: [0, 1536, 2048]}`",
         token="mb", id_pos=7, compiled=True, cpp="kMinBlocks",
-        tune="min_blocks", space_pos=7, values=lambda v: (0,), tie_pos=7, prefer="low",
+        tune="resident_threads", space_pos=7, values=lambda v: (0,), from_space=_min_blocks, tie_pos=7, prefer="low",
         guards=("min_blocks_fit",), limit=32, optional=True),
     LaunchParam(
         "packed_f32", bool,

@@ -41,7 +41,14 @@ TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", 
 # The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
 TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
 _TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
-_TUNE_ZERO_OK = frozenset(p.tune for p in IN_SPACE_ORDER if p.optional)  # 0 is a value of its own (min_blocks: none)
+# Launch fields the space sets through another name, and how a `tune:` section says it instead.
+_SEARCHED_AS = {
+    "tokens_per_block": "block_threads (threads per block; tokens_per_block = block_threads / threads_per_token), "
+                        "e.g. block_threads: [64, 256]",
+    "min_blocks": "resident_threads (the threads an SM must hold; min_blocks = resident_threads / block_threads, "
+                  "rounded up), e.g. resident_threads: [0, 1536, 2048]",
+}
+_TUNE_ZERO_OK = frozenset(p.tune for p in IN_SPACE_ORDER if p.optional)  # 0 is a value of its own (resident_threads: no bound)
 VARIANT_KEYS = ("name", *AXES, "launch")
 # Limits on what one spec may ask for, checked before anything is expanded: `list` and `check` stay fast.
 MAX_VARIANTS = 4096  # per spec: matrix product plus listed variants
@@ -287,6 +294,9 @@ def _check_count(src: Located, top: dict[str, Any], matrix_size: int) -> None:
 def _tune_section(src: Located, top: dict[str, Any]) -> tuple[tuple[str, tuple[object, ...]], ...]:
     """`tune:` narrows or extends the search space: each key a non-empty list of candidate values."""
     raw = _mapping(src, ("tune",), top.get("tune", {}), "tune")
+    for key in raw:
+        if key in _SEARCHED_AS:
+            raise _fail(src, ("tune", key), f"tune: {key} is searched as {_SEARCHED_AS[key]}")
     _check_keys(src, ("tune",), raw, TUNE_KEYS, "tune")
     out = []
     for key, values in raw.items():
