@@ -18,8 +18,9 @@ from kernelgen.errors import TuningError
 from kernelgen.spec.launchparams import BY_NAME, HW_E2M1_CAPABILITIES
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
-from kernelgen.tune.search import search
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
+
+from simulated_flag import simulated_search
 
 NVFP4 = load_spec("example").variant("example_nvfp4")
 FP4_INDEXER = load_spec("dsv4_indexer").variant("dsv4_indexer_fp4_p64")
@@ -64,20 +65,9 @@ def test_a_spec_asking_for_it_on_hopper_is_refused_in_one_line() -> None:
 def test_a_simulated_blackwell_tuning_run_chooses_it_and_a_hopper_run_never_sees_it() -> None:
     """The tuner's simulated timer: on a fake sm_120 GPU the hardware conversion is 20% faster, so it wins every
     bucket; the same search on sm_90 has no such candidate to time."""
-    timed: dict[str, list[str]] = {}
-    for cap in ("12.0", "9.0"):
-        valid, _ = candidates(NVFP4, default_space(NVFP4, capability=cap))
-        calls: list[str] = []
-
-        def timer(launch: Launch, n: int) -> float:
-            calls.append(launch.id)
-            return (8.0 if launch.hw_convert else 10.0) * (1 + launch.threads_per_token / 64) * n ** 0.5
-
-        outcome = search(valid, (1, 64, 4096), timer, resolve(NVFP4).launch)
-        timed[cap] = calls
-        chosen = [Launch.from_id(lid) for _, lid in outcome.choice]
-        assert all(c.hw_convert for c in chosen) == (cap == "12.0"), (cap, outcome.choice)
-    assert any(lid.endswith(".hw") for lid in timed["12.0"]) and not any(".hw" in lid for lid in timed["9.0"])
+    runs = simulated_search(NVFP4, "hw_convert", ("12.0", "9.0"), 0.8)
+    assert all(c.hw_convert for c in runs["12.0"][1]) and not any(c.hw_convert for c in runs["9.0"][1])
+    assert any(lid.endswith(".hw") for lid in runs["12.0"][0]) and not any(".hw" in lid for lid in runs["9.0"][0])
     assert Launch.from_id("t8.b8.v8.pdl.hw").hw_convert and Launch.from_id("t8.b8.v8.pdl.hw").pdl
 
 

@@ -18,8 +18,9 @@ from kernelgen.errors import TuningError
 from kernelgen.spec.launchparams import BY_NAME, PACKED_F32_CAPABILITIES
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
-from kernelgen.tune.search import search
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
+
+from simulated_flag import simulated_search
 
 FP8_INDEXER = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
 QWEN3 = load_spec("attention_prep").group("qwen3_8b_bf16")
@@ -58,20 +59,9 @@ def test_a_spec_asking_for_it_on_hopper_is_refused_in_one_line() -> None:
 def test_a_simulated_b200_tuning_run_chooses_it_and_a_hopper_run_never_sees_it() -> None:
     """The tuner's simulated timer: on a fake sm_100 GPU the packed build is 15% faster, so it wins every bucket;
     the same search on sm_90 has no such candidate to time."""
-    timed: dict[str, list[str]] = {}
-    for cap in ("10.0", "9.0"):
-        valid, _ = candidates(FP8_INDEXER, default_space(FP8_INDEXER, capability=cap))
-        calls: list[str] = []
-
-        def timer(launch: Launch, n: int) -> float:
-            calls.append(launch.id)
-            return (8.5 if launch.packed_f32 else 10.0) * (1 + launch.threads_per_token / 64) * n ** 0.5
-
-        outcome = search(valid, (1, 64, 4096), timer, resolve(FP8_INDEXER).launch)
-        timed[cap] = calls
-        chosen = [Launch.from_id(lid) for _, lid in outcome.choice]
-        assert all(c.packed_f32 for c in chosen) == (cap == "10.0"), (cap, outcome.choice)
-    assert any(lid.endswith(".pk") for lid in timed["10.0"]) and not any(".pk" in lid for lid in timed["9.0"])
+    runs = simulated_search(FP8_INDEXER, "packed_f32", ("10.0", "9.0"), 0.85)
+    assert all(c.packed_f32 for c in runs["10.0"][1]) and not any(c.packed_f32 for c in runs["9.0"][1])
+    assert any(lid.endswith(".pk") for lid in runs["10.0"][0]) and not any(".pk" in lid for lid in runs["9.0"][0])
 
 
 def _sass_ops(spec: str, name: str, lid: str, arch: str) -> dict[str, int]:
