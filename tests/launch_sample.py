@@ -14,6 +14,16 @@ from kernelgen.spec.launchparams import COMPILED
 from kernelgen.spec.variant import Launch
 
 
+def local_capability() -> str | None:
+    """The compute capability of the GPU here (None without one): the tuner's space on it holds the launch flags bound
+    to some GPUs (hw_convert on Blackwell, packed_f32 on sm_100/sm_103), so the GPU tier on such a GPU checks them
+    too; elsewhere it is the space of every other GPU."""
+    from kernelgen.tune.gpu import current
+
+    found = current()
+    return found.capability if found is not None else None
+
+
 def _values(launch: Launch) -> set[tuple[str, object]]:
     return {(p.name, getattr(launch, p.name)) for p in COMPILED}
 

@@ -22,7 +22,9 @@ from kernelgen.runtime.op import Op
 from kernelgen.spec.parse import load_spec, shipped_variants
 from kernelgen.spec.variant import AXES, Launch, Variant
 from kernelgen.tune.space import candidates, default_space
-from launch_sample import cases as config_cases, config_index, every, representative
+from launch_sample import cases as config_cases, config_index, every, local_capability, representative
+
+HERE = local_capability()  # the GPU tier checks the launches the tuner may choose on this GPU
 
 pytestmark = pytest.mark.gpu
 
@@ -282,7 +284,8 @@ HALVES = [
 
 def tuner_candidates(v: Variant) -> list[Launch]:
     """The launches the tuner may choose for v: its default space, narrowed or extended by its spec's `tune:`."""
-    return candidates(v, default_space(v, load_spec(v.spec_name).tune_overrides() if v.spec_name else None))[0]
+    return candidates(v, default_space(v, load_spec(v.spec_name).tune_overrides() if v.spec_name else None,
+                                       capability=HERE))[0]
 
 
 def candidate_ops(variants: list[Variant], pick: Any, cache: Path) -> dict[str, Op]:

@@ -22,7 +22,9 @@ from kernelgen.spec.parse import parse_spec, shipped_specs
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import group_candidates, group_space
 from engine_readers import fp4_rows
-from launch_sample import cases as config_cases, config_index, every, representative
+from launch_sample import cases as config_cases, config_index, every, local_capability, representative
+
+HERE = local_capability()  # the GPU tier checks the launches the tuner may choose on this GPU
 
 pytestmark = pytest.mark.gpu
 
@@ -70,7 +72,7 @@ def last_token_attention(q: Any, k: Any, v: Any, lengths: list[int]) -> Any:
 
 def tuner_candidates(g: Any) -> list[Launch]:
     """The launches the tuner may choose for a group: its first member's space that every member accepts."""
-    return group_candidates(g, group_space(g))[0]
+    return group_candidates(g, group_space(g, capability=HERE))[0]
 
 
 def group_op(g: Any, cache: Path, launches: list | None = None) -> GroupOp:
