@@ -186,6 +186,7 @@ def test_a_spec_sets_every_parameter_by_its_table_name() -> None:
                 parse.parse_spec(f"family: fused_norm_rope_store\nname: s\nvariants:\n"
                                  f"  - {{name: a, launch: {{{p.name}: {p.limit + 1}}}}}\n", "s.yaml")
     for p in LAUNCH_PARAMS:  # a field the space sets through another name: the error says that name
+        assert bool(p.searched_as) == (p.tune != p.name), p.name
         if p.tune != p.name:
             with pytest.raises(SpecError, match=rf"^s.yaml:\d+:\d+: tune: {p.name} is searched as {p.tune} \(.*e\.g\. "
                                                 rf"{p.tune}: \["):

@@ -37,6 +37,9 @@ class LaunchParam:
     guards: tuple[str, ...] = ()  # ids of its validity rules in codegen/guardtable.py (launch guards)
     # The space value -> this field, given every space value by tune name (default: the value itself).
     from_space: Callable[[Mapping[str, object]], object] | None = None
+    # Where `tune` is not the field's name: what follows that name in the error a `tune:` section naming the field
+    # gets (spec/parse.py): how the space value makes the field, and an example.
+    searched_as: str = ""
     limit: int = 4096  # the largest value a spec's `launch:` table may set (ints; the guards hold the real rules)
     # The GPUs (compute capabilities, e.g. "10.0") on which the tuner may offer its other values: a hardware
     # instruction the other GPUs lack. Empty: every GPU. Elsewhere the space keeps the default alone.
@@ -114,6 +117,8 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "tokens_per_block = block_threads / threads_per_token (at least 1)",
         token="b", id_pos=1, compiled=True, cpp="kTokensPerBlock",
         tune="block_threads", space_pos=2, values=lambda v: (64, 256), from_space=_tokens_per_block,
+        searched_as="(threads per block; tokens_per_block = block_threads / threads_per_token), e.g. block_threads: "
+                    "[64, 256]",
         tie_pos=4, prefer="low", guards=("block_shape", "hadamard_exchange_fits")),
     LaunchParam(
         "vec", int,
@@ -158,7 +163,9 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "`tune: {resident_threads: [0, 1536, 2048]}`",
         token="mb", id_pos=7, compiled=True, cpp="kMinBlocks",
         tune="resident_threads", space_pos=7, values=lambda v: (0,), from_space=_min_blocks, tie_pos=7, prefer="low",
-        guards=("min_blocks_fit",), limit=32, optional=True),
+        guards=("min_blocks_fit",), limit=32, optional=True,
+        searched_as="(the threads an SM must hold; min_blocks = resident_threads / block_threads, rounded up), e.g. "
+                    "resident_threads: [0, 1536, 2048]"),
     LaunchParam(
         "packed_f32", bool,
         "the float work of the norm, RoPE, Hadamard and quantized stores as packed float32 pairs (FADD2/FMUL2/FFMA2: "

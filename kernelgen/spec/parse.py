@@ -41,13 +41,8 @@ TOP_KEYS = ("family", "name", "description", "defaults", "matrix", "overrides", 
 # The tuner's parameters a `tune:` section may set (the launch table's space names), and buckets.
 TUNE_KEYS = (*(p.tune for p in IN_SPACE_ORDER), "buckets")
 _TUNE_FLAGS = frozenset(p.tune for p in IN_SPACE_ORDER if p.kind is bool)
-# Launch fields the space sets through another name, and how a `tune:` section says it instead.
-_SEARCHED_AS = {
-    "tokens_per_block": "block_threads (threads per block; tokens_per_block = block_threads / threads_per_token), "
-                        "e.g. block_threads: [64, 256]",
-    "min_blocks": "resident_threads (the threads an SM must hold; min_blocks = resident_threads / block_threads, "
-                  "rounded up), e.g. resident_threads: [0, 1536, 2048]",
-}
+# Launch fields the space sets through another name, and how a `tune:` section says it instead (the launch table's).
+_SEARCHED_AS = {p.name: f"{p.tune} {p.searched_as}" for p in IN_SPACE_ORDER if p.tune != p.name}
 _TUNE_ZERO_OK = frozenset(p.tune for p in IN_SPACE_ORDER if p.optional)  # 0 is a value of its own (resident_threads: no bound)
 VARIANT_KEYS = ("name", *AXES, "launch")
 # Limits on what one spec may ask for, checked before anything is expanded: `list` and `check` stay fast.

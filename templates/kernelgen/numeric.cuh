@@ -292,7 +292,7 @@ __host__ __device__ __forceinline__ int ocp_scale_exponent(float amax) {
 // ops, element 0 then element 1, in the order the kernel used before pairs existed (so that code is
 // unchanged). One trap: ptxas contracts a packed multiply feeding a packed add into FFMA2 (one rounding
 // instead of two), even though both are .rn. So a packed product is only ever added by scalar __fadd_rn /
-// __fsub_rn, which are never contracted (tests/test_build.py counts the FFMA2 in the SASS).
+// __fsub_rn, which are never contracted (tests/test_packed_f32.py counts the FFMA2 in the SASS).
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030)
 #define KERNELGEN_ARCH_PAIRS 1
 __device__ __forceinline__ void set2(float& a0, float& a1, float2 r) { a0 = r.x; a1 = r.y; }
