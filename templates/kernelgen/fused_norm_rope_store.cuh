@@ -18,7 +18,13 @@
 //   hadamard.cuh  the Walsh-Hadamard transform
 //   store.cuh     quantize and store, per format
 //   kernel.cuh    a token's path, the variant kernel and the launch-group kernel
-//   host.cuh      argument-check pieces and the host launches
+//   host.cuh      argument-check pieces and the host launches (host pass only)
 #pragma once
 
+#include "kernelgen/kernel.cuh"
+// The host side (tvm-ffi's headers, the checks, the launches) only in the host pass: the device passes (one per
+// arch) parse the device code alone, about a quarter of the front end's time; a generated unit instantiates its
+// kernels explicitly there (fused_norm_rope_store.cu.j2).
+#ifndef __CUDA_ARCH__
 #include "kernelgen/host.cuh"
+#endif
