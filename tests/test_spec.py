@@ -180,7 +180,7 @@ def test_every_name_the_generated_code_uses_unqualified_is_refused() -> None:
     # Names that no function can hide: parameters and locals, members, words of the language and preprocessor,
     # and a macro argument that is only stringified (TVM_FFI_THROW(ValueError)).
     local = {"x", "weight", "bias", "freqs", "positions", "out_loc", "kvcache", "scale", "eps", "config", "pdl", "n", "t",
-             "In", "Weight", "include", "maybe_unused", "ValueError"}
+             "In", "Weight", "include", "ifdef", "ifndef", "endif", "maybe_unused", "ValueError"}
     used: set[str] = set()
     for v in shipped_variants():
         code = re.sub(r'"(?:\\.|[^"\\])*"', '""', re.sub(r"//[^\n]*", "", render_variant(v)))
