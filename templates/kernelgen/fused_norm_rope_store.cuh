@@ -23,7 +23,7 @@
 
 #include "kernelgen/kernel.cuh"
 // The host side (tvm-ffi's headers, the checks, the launches) only in the host pass: the device passes (one per
-// arch) parse the device code alone, about a quarter of the front end's time; a generated unit instantiates its
+// arch) parse the device code alone, about half of each one's front-end time; a generated unit instantiates its
 // kernels explicitly there (fused_norm_rope_store.cu.j2).
 #ifndef __CUDA_ARCH__
 #include "kernelgen/host.cuh"
