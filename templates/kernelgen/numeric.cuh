@@ -419,12 +419,23 @@ __device__ __forceinline__ uint32_t e2m1_nibble(float q) {
 
 // NVFP4's e2m1 codes: round to nearest, ties to the even code, saturating at 6, as PTX's
 // cvt.rn.satfinite.e2m1x2.f32 (sm_100a/sm_120a only, so written out here for every arch): a tie at
-// 0.75, 1.75 or 3.5 rounds up (to 1, 2, 4), at 0.25, 1.25, 2.5 or 5 down. Seven compares; a NaN gives
-// 0 (no NaN reaches the codes: such a row is stored as a NaN row, codes 0 and scales 0x7F).
+// 0.75, 1.75 or 3.5 rounds up (to 1, 2, 4), at 0.25, 1.25, 2.5 or 5 down. Below 2 the magnitudes are
+// the multiples of 0.5, which is the spacing of the floats in [2^22, 2^23): one float add of 2^22 rounds
+// a to them, ties to even (an even last bit there is a whole number, the even code), and the sum's bits
+// less 2^22's are the index. From 2 up the magnitudes are the floats with one mantissa bit: the bits
+// rounded to one mantissa bit, ties to even (add just under half a step plus the kept bit), shifted.
+// No compare chain and no convert; checked against the grid's nearest-even rounding for every float in
+// [0, 16] and inf (saturating). A NaN gives some code: no NaN reaches the codes (such a row is stored as
+// a NaN row, codes 0 and scales 0x7F).
+constexpr uint32_t kE2m1Half = 0x4A800000u;  // the bits of 2^22, where the float spacing is 0.5
+constexpr uint32_t kE2m1RneBias = 0x1FFFFFu - (252u << 22);  // (bits + bias + kept bit) >> 22: 2 -> 4, 6 -> 7
 template <int K>
 __device__ __forceinline__ uint32_t e2m1_nibble_rne(float q) {
-  const float a = fabsf(q);
-  const uint32_t index = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  const float a = fminf(fabsf(q), float(kE2m1Max));
+  const uint32_t low = __float_as_uint(__fadd_rn(a, 0x1p22f)) - kE2m1Half;  // a < 2: index 0..4
+  const uint32_t bits = __float_as_uint(a);
+  const uint32_t high = (bits + kE2m1RneBias + ((bits >> 22) & 1u)) >> 22;  // a >= 2: index 4..7
+  const uint32_t index = a < 2.f ? low : high;
   return (index << (4 * K)) | (shift_right<28 - 4 * K>(__float_as_uint(q)) & (8u << (4 * K)));
 }
 
