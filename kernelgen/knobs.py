@@ -42,6 +42,8 @@ BENCH = Knob("KERNELGEN_BENCH", "set to 1 to run the test suite's benchmarks (ma
              "print wall-clock times and are skipped otherwise")
 FUZZ_EXAMPLES = Knob("KERNELGEN_FUZZ_EXAMPLES", "how many generated cases each property test of the suite tries "
                      "(default: each test's own count; raise it for a longer hunt)")
+VISIBLE_DEVICES = Knob("CUDA_VISIBLE_DEVICES", "CUDA's own: the GPUs a process sees (read, never set: where it names "
+                       "GPUs other than by index, the local GPU's target is asked of the CUDA driver, not NVML)")
 CUOBJDUMP = Knob("KERNELGEN_CUOBJDUMP", "the cuobjdump that reads SASS for the build tests and tools/sass_count.py "
                  "(default: the one on PATH, else the nvidia-cuda-cuobjdump wheel's that the test extra installs)")
 
@@ -134,6 +136,11 @@ def tuning_dir() -> Path:
 
 def pdl_allowed() -> bool:
     return PDL.get() != "0"
+
+
+def visible_devices() -> str | None:
+    """CUDA_VISIBLE_DEVICES as set, an empty value included (it hides every GPU); None where unset."""
+    return os.environ.get(VISIBLE_DEVICES.name)
 
 
 def debug() -> bool:

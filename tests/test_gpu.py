@@ -5,6 +5,7 @@ launch and one configuration for each value of each launch parameter) and every 
 (`-m sweep` or KERNELGEN_SWEEP=1); the routes the tuning records give this GPU are always checked."""
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kernelgen.build import toolchain
+from kernelgen.build import driver, toolchain
 from kernelgen.build.lifecycle import build
 from kernelgen.codegen import guards
 from kernelgen.errors import LayoutMismatch
@@ -682,3 +683,25 @@ def test_the_driver_reports_what_torch_reports_without_importing_it() -> None:
     if torchs.bandwidth_gbs:  # torch builds that report the memory clock agree on the bandwidth too
         assert mine == torchs
     assert arch == f"sm_{p.major}{p.minor}" + ("a" if p.major >= 9 else "")
+
+
+def test_nvml_reports_the_capability_the_driver_reports() -> None:
+    """The target a build reads from NVML (no cuInit) is the driver's and torch's, on this machine's GPUs."""
+    import json
+    import subprocess
+    import sys
+
+    import torch
+
+    code = ("import json, sys; from kernelgen.build import driver; "
+            "got = driver.capability(); print(json.dumps([driver._nvml_capabilities(), got, "
+            "driver._libcuda.cache_info().currsize, 'torch' in sys.modules]))")
+    nvml, got, cuinit, imported = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                                            text=True, check=True).stdout)
+    assert not imported
+    p = torch.cuda.get_device_properties(0)
+    assert nvml and [p.major, p.minor] in nvml
+    assert got == [p.major, p.minor]
+    # the driver (cuInit) was asked only where NVML could not be certain (mixed GPUs, GPUs named by UUID)
+    certain = driver.capability_from_nvml([tuple(c) for c in nvml], os.environ.get("CUDA_VISIBLE_DEVICES"))
+    assert cuinit == (0 if certain else 1)

@@ -183,13 +183,14 @@ def parse_arch_list(text: str, source: str = "--arch") -> tuple[str, ...]:
 
 
 def local_arch() -> str | None:
-    """The local GPU's target (its arch-specific form from sm_90 on), from the driver: no torch import."""
-    from .driver import properties
+    """The local GPU's target (its arch-specific form from sm_90 on), from NVML or the driver: no torch import."""
+    from .driver import capability
 
-    props = properties()
-    if props is None:
+    found = capability()
+    if found is None:
         return None
-    return f"sm_{props.major}{props.minor}" + ("a" if props.major >= 9 else "")
+    major, minor = found
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
 def resolve_archs(explicit: str | None = None, fallback: str | None = None, flag: str = "--arch") -> tuple[str, ...]:
