@@ -158,6 +158,8 @@ def _device_run_folder(folder: Path) -> Path:
                   dict(row, variant="k_fp8", tokens=1)]}))
     (folder / "bench_gqa_kv_prefill.log").write_text("")
     (folder / "bench_example_decode.log").write_text("Traceback ...\n")  # its bench died: no JSON
+    (folder / "hit_attention_prep.txt").write_text("0.412\n0.377\n0.391\n")  # the median is not the mean
+    (folder / "hit_mla.txt").write_text("")  # cut short before its first timed build
     return folder
 
 
@@ -188,6 +190,8 @@ def test_evidence_summarises_counts_exit_statuses_and_bench_rows_stamped_with_th
     assert "### prefill on NVIDIA H200 (copy roofline 4193 GB/s, empty kernel 0.71 us)" in text
     assert "| variant | N=1 | N=262144 |" in text
     assert "| k_bf16 | 1.23 / 0.50 / 12% | 256.00 / 0.50 / 12% |" in text and "| k_fp8 | 1.23 / 0.50 / 12% | - |" in text
+    assert "| attention_prep | 3 | 0.412, 0.377, 0.391 | 0.391 |" in text
+    assert "| mla | 0 | none: cut short | - |" in text
 
     assert evidence.pytest_counts("===== 1 failed, 2 passed in 0.50s =====")["failed"] == 1
     assert evidence.pytest_counts("collected 3 items\nKilled\n") is None

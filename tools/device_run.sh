@@ -5,7 +5,8 @@
 # with the commit and code digest the run began with. A folder holds one code's outputs: phases run in two
 # calls add up (tools/device_run.sh test sanitize tune   then   tools/device_run.sh bench), and a folder
 # stamped with other code is refused (give RESULTS_DIR a new folder, or delete .device_run/).
-# Phases: test sanitize tune bench.  tune and bench take SPECS; test takes PYTEST_ARGS, tune TUNE_ARGS.
+# Phases: test sanitize tune bench hit.  tune and bench take SPECS; test takes PYTEST_ARGS, tune TUNE_ARGS; hit
+# (issue 38: a cache hit's wall time) builds HIT_SPECS (default attention_prep) once, then times five builds of each.
 # Where the tree is not a git checkout (a copied tree), EVIDENCE_COMMIT names the commit it is.
 # On a machine whose results must travel as one archive (e.g. a lent one), set OUT: the folder is packed into
 # $OUT/results.tgz after every phase and the summary copied to $OUT/evidence/; a wheel of tvm-ffi under
@@ -55,6 +56,16 @@ for phase in "$@"; do
         --tokens 1,128,4096,262144 --baselines eager,compile --json "$RES/bench_baselines.json" \
         --plot "$RES/bench_baselines.png" > "$RES/bench_baselines.log" 2>&1
       tail -25 "$RES/bench_baselines.log" 2>/dev/null; true ;;
+    hit)
+      for spec in ${HIT_SPECS:-attention_prep}; do
+        python3 -m kernelgen build "$spec" > "$RES/hit_${spec}_fill.log" 2>&1 || { echo "hit: $spec did not build"; continue; }
+        rm -f "$RES/hit_$spec.txt"
+        for i in 1 2 3 4 5; do  # bytecode writable, as a user's install has it
+          s=$(date +%s%N); env -u PYTHONDONTWRITEBYTECODE python3 -m kernelgen build "$spec" > /dev/null 2>&1; e=$(date +%s%N)
+          echo "$(( (e - s) / 1000000 ))" | awk '{printf "%.3f\n", $1 / 1000}' >> "$RES/hit_$spec.txt"
+        done
+        echo "hit $spec: $(tr '\n' ' ' < "$RES/hit_$spec.txt")"
+      done ;;
   esac
   pack  # after every phase: a run cut short still returns what it did
 done

@@ -5,9 +5,10 @@
     python tools/evidence.py --digest                             # this tree's code digest
 
 RESULTS_DIR is the folder device_run.sh writes (default `.device_run/`, git-ignored): `gpu.txt` (nvidia-smi's
-name and clocks), `stamp.json`, `pytest*.log`, `sanitize*.log`, `tune_*.log`, `bench_*.json`. The summary,
-`evidence/<gpu slug>.md` (e.g. `evidence/nvidia-h200.md`), lists the pytest counts, the sanitizer exit statuses,
-the tuning runs and one row per variant of every bench JSON (`tools/bench_tables.py`'s tables). The logs
+name and clocks), `stamp.json`, `pytest*.log`, `sanitize*.log`, `tune_*.log`, `bench_*.json`, `hit_*.txt`. The
+summary, `evidence/<gpu slug>.md` (e.g. `evidence/nvidia-h200.md`), lists the pytest counts, the sanitizer exit
+statuses, the tuning runs, one row per variant of every bench JSON (`tools/bench_tables.py`'s tables) and the
+cache-hit wall times. The logs
 themselves are not committed; the summary is, and is rewritten by every run of device_run.sh.
 
 The stamp is taken when the run begins (`--stamp`): `git rev-parse HEAD`, "dirty" where `git status
@@ -162,6 +163,11 @@ def tune_result(text: str) -> dict[str, object]:
             "finished": bool(re.search(r"^records written", text, re.M))}
 
 
+def hit_times(text: str) -> list[float]:
+    """The wall seconds of a hit phase's file (`hit_<spec>.txt`: one `kernelgen build` of a cached spec per line)."""
+    return [float(line) for line in text.split() if re.fullmatch(r"\d+(\.\d+)?", line)]
+
+
 def gpu_name(folder: Path, benches: list[Path]) -> str:
     smi = folder / "gpu.txt"  # nvidia-smi --query-gpu=name,... --format=csv: a header, then one row per GPU
     if smi.is_file():
@@ -191,9 +197,10 @@ def summary(folder: Path, gpu: str | None = None, commit: str | None = None, roo
     sanitizers = sorted(folder.glob("sanitize*.log"))
     tunes = sorted(folder.glob("tune_*.log"))
     benches = sorted(folder.glob("bench_*.json"))
-    if not (pytests or sanitizers or tunes or benches or list(folder.glob("bench_*.log"))):
+    hits = sorted(folder.glob("hit_*.txt"))
+    if not (pytests or sanitizers or tunes or benches or hits or list(folder.glob("bench_*.log"))):
         raise EvidenceError(f"{folder} holds no outputs of tools/device_run.sh "
-                            "(pytest*.log, sanitize*.log, tune_*.log, bench_*.json)")
+                            "(pytest*.log, sanitize*.log, tune_*.log, bench_*.json, hit_*.txt)")
     name = gpu or gpu_name(folder, benches)
     now = stamp(root, commit)
     if (folder / STAMP).is_file():
@@ -264,6 +271,17 @@ def summary(folder: Path, gpu: str | None = None, commit: str | None = None, roo
             out += [f"`{p.name}`", "", table_of(data)]
         except (KeyError, TypeError, ValueError) as e:
             raise EvidenceError(f"{p.name} is not a `kernelgen bench --json` file (no {e})") from None
+
+    out += ["", "## Cache hit (`kernelgen build` of a built spec, whole process, warm disk)", ""]
+    if hits:
+        out += ["| spec | runs | wall seconds | median |", "|---|---|---|---|"]
+        for p in hits:
+            t = hit_times(p.read_text(errors="replace"))
+            spec = p.stem.removeprefix("hit_")
+            out.append(f"| {spec} | {len(t)} | {', '.join(f'{x:.3f}' for x in t) or 'none: cut short'} | "
+                       f"{sorted(t)[len(t) // 2]:.3f} |" if t else f"| {spec} | 0 | none: cut short | - |")
+    else:
+        out.append("not run")
     return slug(name), "\n".join(out).rstrip("\n") + "\n"
 
 
