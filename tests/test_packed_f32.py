@@ -7,8 +7,6 @@ sm_120a builds of the same configuration the scalar code, unchanged."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +18,7 @@ from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
 
+from sass_ops import sass_ops
 from simulated_flag import simulated_search
 
 FP8_INDEXER = load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64")
@@ -64,14 +63,6 @@ def test_a_simulated_b200_tuning_run_chooses_it_and_a_hopper_run_never_sees_it()
     assert any(lid.endswith(".pk") for lid in runs["10.0"][0]) and not any(".pk" in lid for lid in runs["9.0"][0])
 
 
-def _sass_ops(spec: str, name: str, lids: list[str], arch: str) -> dict[str, dict[str, int]]:
-    """Opcode counts of each launch's kernel, every launch compiled in one nvcc run (tools/sass_count.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from sass_count import count
-
-    return {lid: dict(ops) for lid, ops in count(spec, name, lids, by_opcode=True, arch=arch).items()}
-
-
 PACKED_CASES = [("dsv4_indexer", "dsv4_indexer_fp8_p64", "t4.b16.v8.pk"),
                 ("dsv4_indexer", "dsv4_indexer_fp4_p64", "t16.b4.v8.pk"),
                 ("dsv4_mainkv", "dsv4_mainkv_fp8mla_p64", "t8.b32.v8.lp.pk"),
@@ -87,7 +78,7 @@ def test_packed_products_are_never_contracted_into_an_add(spec: str, name: str, 
     reference). The only FFMA2 the packed sm_100a build may hold are the Hadamard's lane butterflies (sign * v +
     other, an FMA by design): log2(threads_per_token) stages x chunks x vec / 2 pairs. The norm with bias, LayerNorm
     centering, interleaved and neox RoPE, the Hadamard, and the fp8, fp4 and FlashMLA stores are covered."""
-    ops = _sass_ops(spec, name, [lid], "sm_100a")[lid]
+    ops = sass_ops(spec, name, [lid], "sm_100a")[lid]
     v = load_spec(spec).variant(name).with_launch(Launch.from_id(lid))
     g = geometry(v)
     lane_pairs = int(math.log2(g.threads_per_token)) * g.chunks * g.vec // 2 if v.hadamard else 0
@@ -103,6 +94,6 @@ def test_the_hopper_build_of_the_flag_is_the_scalar_code() -> None:
     instruction for instruction that of the same configuration without it, and holds no packed op (sm_120a takes
     the same preprocessor branch: __CUDA_ARCH__ is neither 1000 nor 1030)."""
     spec, name, lid = PACKED_CASES[0]
-    got = _sass_ops(spec, name, [lid, lid.removesuffix(".pk")], "sm_90a")
+    got = sass_ops(spec, name, [lid, lid.removesuffix(".pk")], "sm_90a")
     assert got[lid] == got[lid.removesuffix(".pk")]
     assert not any(op.split(".")[0] in ("FADD2", "FMUL2", "FFMA2") for op in got[lid])

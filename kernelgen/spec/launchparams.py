@@ -88,6 +88,13 @@ def _hw_convert_values(v: VariantLike) -> tuple[object, ...]:
     return (False, True) if format_of(v).e2m1_ties_even else (False,)
 
 
+def _rope_rows_values(v: VariantLike) -> tuple[object, ...]:
+    """Off, and on too where the rotation reads several position streams (M-RoPE)."""
+    from .ropes import ROPE_STYLES
+
+    return (False, True) if v.rope_dim and ROPE_STYLES[v.rope_style].streams > 1 else (False,)
+
+
 def _min_blocks(space_point: Mapping[str, object]) -> int:
     """The tuning space names occupancy by the threads an SM must hold (the same value means the same register cap
     for every block size); the compiled field is the blocks that makes, rounded up (0: no bound)."""
@@ -175,6 +182,13 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         token="pk", id_pos=8, compiled=True, cpp="kPackedF32",
         tune="packed_f32", space_pos=8, values=lambda v: (False, True), tie_pos=8, prefer="low",
         capabilities=PACKED_F32_CAPABILITIES),
+    LaunchParam(
+        "rope_rows", bool,
+        "M-RoPE's cos and sin read as whole vectors of each position stream's row (three vector loads per rotated "
+        "chunk), each pair's value then picked from its stream's, instead of one scalar load per value from the row "
+        "its stream names; a candidate only where the rotation reads several position streams (elsewhere a no-op)",
+        token="rr", id_pos=9, compiled=True, cpp="kRopeRows",
+        tune="rope_rows", space_pos=9, values=_rope_rows_values, tie_pos=9, prefer="low"),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -186,6 +200,6 @@ IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
 ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.mb2]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.mb2]
 ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
               + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

@@ -134,13 +134,18 @@ struct FreqRows {
 
 // M-RoPE: the position stream pair `pair` takes its angle from (spec/ropes.py RopeStyle.pair_streams): contiguous
 // sections T, H, W, or interleaved T H W T H W ... within 3 x sections.
+// `third` is pair % 3 (the interleaved order's place in its T H W triple), given where the caller has it cheaper.
 template <class Cfg>
-__device__ __forceinline__ int stream_of(int pair) {
+__device__ __forceinline__ int stream_of(int pair, int third) {
   if constexpr (Cfg::kInterleavedStreams) {
-    return (pair % 3 == 1 && pair < 3 * Cfg::kSecH) ? 1 : ((pair % 3 == 2 && pair < 3 * Cfg::kSecW) ? 2 : 0);
+    return (third == 1 && pair < 3 * Cfg::kSecH) ? 1 : ((third == 2 && pair < 3 * Cfg::kSecW) ? 2 : 0);
   } else {
     return pair < Cfg::kSecT ? 0 : (pair < Cfg::kSecT + Cfg::kSecH ? 1 : 2);
   }
+}
+template <class Cfg>
+__device__ __forceinline__ int stream_of(int pair) {
+  return stream_of<Cfg>(pair, pair % 3);
 }
 
 // cos_sin_cache (cos, sin) of pairs pair, pair + 1, ... each from its stream's row, interleaved as load_cos_sin's.
@@ -156,6 +161,26 @@ __device__ __forceinline__ void load_cos_sin_streams(const FreqRows& f, int pair
   }
 }
 
+// The same values from whole vectors (launch.rope_rows): each stream's (cos, sin) of pairs pair, pair + 1, ...,
+// then each pair's from its stream's. Three vector loads per chunk and a select per value instead of a scalar
+// load per value behind its own row choice; pair % 3 is taken once and stepped (pair + i) % 3 = (pair % 3 + i % 3) % 3.
+template <class Cfg, int N>
+__device__ __forceinline__ void load_cos_sin_rows(const FreqRows& f, int pair, float (&dst)[N]) {
+  constexpr int kHalf = Cfg::kRopeDim / 2;
+  float t[N], h[N], w[N];
+  load_cos_sin(f.t + pair, kHalf, t);
+  load_cos_sin(f.h + pair, kHalf, h);
+  load_cos_sin(f.w + pair, kHalf, w);
+  const int third = pair % 3;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int step = third + i % 3;
+    const int s = stream_of<Cfg>(pair + i, step >= 3 ? step - 3 : step);
+    dst[2 * i] = s == 0 ? t[2 * i] : (s == 1 ? h[2 * i] : w[2 * i]);
+    dst[2 * i + 1] = s == 0 ? t[2 * i + 1] : (s == 1 ? h[2 * i + 1] : w[2 * i + 1]);
+  }
+}
+
 // The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
 // chunks need both halves' pair j, so 2 x kVec values.
 template <class Cfg>
@@ -168,7 +193,8 @@ __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, 
       if (!in_rope<Cfg>(dim)) continue;
       const int j = dim - Cfg::kRopeBegin;
       if constexpr (Cfg::kStreams > 1) {  // M-RoPE (a cos_sin_cache and neox pairs: its guards)
-        load_cos_sin_streams<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
+        if constexpr (Cfg::kRopeRows) load_cos_sin_rows<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
+        else load_cos_sin_streams<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
       } else if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
         load_cos_sin(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
       } else if constexpr (Cfg::kNeox) {

@@ -1,0 +1,13 @@
+"""Opcode counts of kernels' SASS for the build tier's instruction checks (tools/sass_count.py does the work)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def sass_ops(spec: str, name: str, lids: list[str], arch: str) -> dict[str, dict[str, int]]:
+    """Opcode counts of each launch's kernel, every launch compiled in one nvcc run (tools/sass_count.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from sass_count import count
+
+    return {lid: dict(ops) for lid, ops in count(spec, name, lids, by_opcode=True, arch=arch).items()}
