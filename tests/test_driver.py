@@ -27,6 +27,11 @@ H200 = (9, 0)
     ([H200] * 2, "-1", None),
     ([H200] * 2, "GPU-8d0b3b5e-0000-0000-0000-000000000000", None),  # by UUID: the driver's to resolve
     ([H200] * 2, "MIG-GPU-1/0/0", None),
+    ([H200] * 2, "0,0", None),  # a repeated index: CUDA shows no GPU
+    ([H200] * 3, "0,1,0", None),
+    ([H200] * 2, "0,x", None),  # CUDA would stop at x and show GPU 0; the driver can say so
+    ([H200] * 3, "\u00b2", None),  # not an ASCII index (int() would refuse it)
+    ([H200] * 3, "\u0661", None),  # an Arabic-Indic 1: int() reads 1, CUDA does not
     ([(6, 1)], None, None),  # older than CUDA 13 runs: the driver may not show it at all
 ])
 def test_nvml_decides_the_target_only_where_the_driver_could_not_disagree(

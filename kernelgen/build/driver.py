@@ -8,6 +8,7 @@ milliseconds, the driver's cuInit in 0.1-0.2 s on an H200, a third of a cache hi
 from __future__ import annotations
 
 import ctypes
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,13 +93,16 @@ def capability_from_nvml(capabilities: list[tuple[int, int]], visible: str | Non
     """The compute capability CUDA's first visible GPU has, decided from NVML's list of every GPU of the machine
     (`capabilities`, in NVML's order) and CUDA_VISIBLE_DEVICES (`visible`, None where unset), where the answer does
     not depend on which GPUs CUDA shows or how it orders them: every GPU has the one capability (and one CUDA runs),
-    and CUDA_VISIBLE_DEVICES is unset or starts with an index of an existing GPU. None otherwise (ask the driver):
-    mixed GPUs, no GPU, an empty or out-of-range CUDA_VISIBLE_DEVICES (CUDA then shows none), or GPUs named by UUID."""
+    and CUDA_VISIBLE_DEVICES is unset or a list of distinct indexes of existing GPUs. None otherwise (ask the
+    driver): mixed GPUs, no GPU, GPUs named by UUID, or a list CUDA may read as no GPU at all (empty, out of range,
+    an index repeated: CUDA then shows none)."""
     if not capabilities or len(set(capabilities)) != 1 or capabilities[0] < _OLDEST_CAPABILITY:
         return None
     if visible is not None:
-        first = visible.split(",")[0].strip()
-        if not first.isdigit() or int(first) >= len(capabilities):
+        entries = [e.strip() for e in visible.split(",")]
+        if not all(re.fullmatch(r"[0-9]+", e) and int(e) < len(capabilities) for e in entries):
+            return None
+        if len({int(e) for e in entries}) != len(entries):
             return None
     return capabilities[0]
 
