@@ -5,7 +5,6 @@ launch and one configuration for each value of each launch parameter) and every 
 (`-m sweep` or KERNELGEN_SWEEP=1); the routes the tuning records give this GPU are always checked."""
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kernelgen import knobs
 from kernelgen.build import driver, toolchain
 from kernelgen.build.lifecycle import build
 from kernelgen.codegen import guards
@@ -703,5 +703,5 @@ def test_nvml_reports_the_capability_the_driver_reports() -> None:
     assert nvml and [p.major, p.minor] in nvml
     assert got == [p.major, p.minor]
     # the driver (cuInit) was asked only where NVML could not be certain (mixed GPUs, GPUs named by UUID)
-    certain = driver.capability_from_nvml([tuple(c) for c in nvml], os.environ.get("CUDA_VISIBLE_DEVICES"))
+    certain = driver.capability_from_nvml([tuple(c) for c in nvml], knobs.visible_devices())
     assert cuinit == (0 if certain else 1)

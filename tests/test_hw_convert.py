@@ -20,6 +20,7 @@ from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
 
+from sass_ops import sass_ops
 from simulated_flag import simulated_search
 
 NVFP4 = load_spec("example").variant("example_nvfp4")
@@ -136,16 +137,11 @@ def test_the_sass_holds_the_conversion_on_blackwell_and_never_on_hopper(spec: st
     """What the GPU runs: one F2FP.SATFINITE.E2M1 per pair of a thread's quantized dims in the sm_100a and sm_120a
     machine code of the hw_convert build, none in its sm_90a build nor in the software build for sm_100a (whose
     rounding is integer and float arithmetic: no conversion instruction)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from sass_count import count
-
     v = resolve(load_spec(spec).variant(name))
     pairs = (v.head_dim if v.store != "fp4_v41" else 512) // (2 * Launch.from_id(lid).threads_per_token)
 
     def e2m1(arch: str, *launches: str) -> list[int]:  # one compile per arch, every launch in it
-        got = count(spec, name, list(launches), by_opcode=True, arch=arch)
+        got = sass_ops(spec, name, list(launches), arch)
         return [sum(n for op, n in got[lid].items() if op.startswith("F2FP") and "E2M1" in op) for lid in launches]
 
     assert e2m1("sm_100a", lid, lid.removesuffix(".hw")) == [pairs, 0] and e2m1("sm_120a", lid) == [pairs]

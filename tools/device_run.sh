@@ -62,7 +62,7 @@ for phase in "$@"; do
         rm -f "$RES/hit_$spec.txt"
         for i in 1 2 3 4 5; do  # bytecode writable, as a user's install has it
           s=$(date +%s%N); env -u PYTHONDONTWRITEBYTECODE python3 -m kernelgen build "$spec" > /dev/null 2>&1; e=$(date +%s%N)
-          echo "$(( (e - s) / 1000000 ))" | awk '{printf "%.3f\n", $1 / 1000}' >> "$RES/hit_$spec.txt"
+          awk -v s="$s" -v e="$e" 'BEGIN { printf "%.3f\n", (e - s) / 1e9 }' >> "$RES/hit_$spec.txt"
         done
         echo "hit $spec: $(tr '\n' ' ' < "$RES/hit_$spec.txt")"
       done ;;

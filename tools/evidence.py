@@ -278,8 +278,8 @@ def summary(folder: Path, gpu: str | None = None, commit: str | None = None, roo
         for p in hits:
             t = hit_times(p.read_text(errors="replace"))
             spec = p.stem.removeprefix("hit_")
-            out.append(f"| {spec} | {len(t)} | {', '.join(f'{x:.3f}' for x in t) or 'none: cut short'} | "
-                       f"{sorted(t)[len(t) // 2]:.3f} |" if t else f"| {spec} | 0 | none: cut short | - |")
+            out.append(f"| {spec} | {len(t)} | {', '.join(f'{x:.3f}' for x in t)} | {sorted(t)[len(t) // 2]:.3f} |"
+                       if t else f"| {spec} | 0 | none: cut short | - |")
     else:
         out.append("not run")
     return slug(name), "\n".join(out).rstrip("\n") + "\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import knobs
 from ..errors import ToolchainError
-from .arch import ARCH, Targets, parse_gpu_arch_listing
+from .arch import ARCH, Targets, arch_of_capability, parse_gpu_arch_listing
 
 
 @dataclass(frozen=True)
@@ -187,10 +187,7 @@ def local_arch() -> str | None:
     from .driver import capability
 
     found = capability()
-    if found is None:
-        return None
-    major, minor = found
-    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+    return None if found is None else arch_of_capability("{}.{}".format(*found))
 
 
 def resolve_archs(explicit: str | None = None, fallback: str | None = None, flag: str = "--arch") -> tuple[str, ...]:
