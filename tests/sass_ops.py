@@ -11,3 +11,11 @@ def sass_ops(spec: str, name: str, lids: list[str], arch: str) -> dict[str, dict
     from sass_count import count
 
     return {lid: dict(ops) for lid, ops in count(spec, name, lids, by_opcode=True, arch=arch).items()}
+
+
+def sass_sequence(spec: str, name: str, lids: list[str], arch: str) -> dict[str, list[str]]:
+    """Each launch's kernel as its opcodes in program order (tools/sass_count.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from sass_count import sequence
+
+    return sequence(spec, name, lids, arch=arch)

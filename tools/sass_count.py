@@ -56,8 +56,9 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
     return {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks}
 
 
-def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
-          dump: str | None = None, arch: str = "sm_90a") -> dict[str, collections.Counter[str]]:
+def sequence(spec: str, variant: str, ids: list[str], dump: str | None = None,
+             arch: str = "sm_90a") -> dict[str, list[str]]:
+    """Each launch's kernel as its opcodes in program order (every launch compiled in one nvcc run)."""
     v = load_spec(spec).variant(variant)
     launches = [Launch.from_id(i) for i in ids]
     plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
@@ -65,15 +66,19 @@ def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
         src = Path(tmp) / "k.cu"
         src.write_text(render_variant(v, plan=plan))
         by_name = kernels(src, include_dir(), arch, knobs.cuobjdump() or "cuobjdump", dump)
-    out: dict[str, collections.Counter[str]] = {}
+    out: dict[str, list[str]] = {}
     for name, body in by_name.items():
         m = re.search(r"_cfg(\d+)", name)
-        if not m:
-            continue
-        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
-        counter = collections.Counter(op if by_opcode else family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
-        out[plan.configs[int(m.group(1))].id] = counter
+        if m:
+            out[plan.configs[int(m.group(1))].id] = re.findall(
+                r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
     return out
+
+
+def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
+          dump: str | None = None, arch: str = "sm_90a") -> dict[str, collections.Counter[str]]:
+    return {lid: collections.Counter(op if by_opcode else family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
+            for lid, ops in sequence(spec, variant, ids, dump, arch).items()}
 
 
 if __name__ == "__main__":

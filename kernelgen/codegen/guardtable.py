@@ -183,6 +183,9 @@ _LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
     Guard("values_per_thread", lambda v: v.head_dim // v.launch.threads_per_token <= 64,
           "kHeadDim / kThreadsPerToken <= 64",
           "each thread may hold at most 64 values (head_dim / threads_per_token); raise launch.threads_per_token", launch=True),
+    Guard("early_reads_one_token", lambda v: not (v.launch.early_reads and v.launch.loop), "!(kEarlyReads && kLoop)",
+          "launch.early_reads reads one token's indices before the PDL wait, and a looping grid (launch.loop) walks "
+          "many tokens: turn one of them off", launch=True),
     Guard("min_blocks_fit",
           lambda v: v.launch.min_blocks * v.launch.threads_per_token * v.launch.tokens_per_block <= 2048,
           "kMinBlocks * kThreadsPerToken * kTokensPerBlock <= 2048",

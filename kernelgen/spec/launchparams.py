@@ -47,6 +47,9 @@ class LaunchParam:
     # An int shown in the launch id only where it is not its default, after the flags ('.mb2'): ids written
     # before the parameter existed keep their meaning.
     optional: bool = False
+    # Flags that must be on for the space to offer this one's other values: without them it is the default's code
+    # doing the same work in another order (early_reads without pdl), a point not worth timing.
+    requires: tuple[str, ...] = ()
 
     @property
     def default(self) -> object:
@@ -189,6 +192,16 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "its stream names; a candidate only where the rotation reads several position streams (elsewhere a no-op)",
         token="rr", id_pos=9, compiled=True, cpp="kRopeRows",
         tune="rope_rows", space_pos=9, values=_rope_rows_values, tie_pos=9, prefer="low"),
+    LaunchParam(
+        "early_reads", bool,
+        "a PDL launch reads each token's slot, position(s) and cos/sin row before griddepcontrol.wait (overlapping "
+        "the previous kernel) and only x and the rest after it: one round of memory latency after the wait instead "
+        "of two. It assumes the kernel launched before never writes the slot mapping, the positions or the cos/sin "
+        "table (true where an engine fills them before the layers run), so it is off in the default space: a spec "
+        "makes that promise with `tune: {early_reads: [false, true]}`; offered only with pdl on",
+        token="er", id_pos=10, compiled=True, cpp="kEarlyReads",
+        tune="early_reads", space_pos=10, values=lambda v: (False,), tie_pos=10, prefer="low",
+        guards=("early_reads_one_token",), requires=("pdl",)),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -200,6 +213,6 @@ IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
 ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.mb2]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.mb2]
 ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
               + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

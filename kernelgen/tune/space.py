@@ -80,6 +80,12 @@ def point(values: Mapping[str, object]) -> Launch:
     return Launch(**{p.name: p.field_value(values) for p in LAUNCH_PARAMS})
 
 
+def _requirements_met(launch: Launch) -> bool:
+    """Every parameter off its default has the flags it requires on (LaunchParam.requires)."""
+    return all(getattr(launch, r) for p in PARAMS if p.requires and getattr(launch, p.name) != p.default
+               for r in p.requires)
+
+
 def rejection(v: Variant, launch: Launch) -> str | None:
     """Why the launch is not a valid point for v (the first launch guard it breaks), or None."""
     candidate = v.with_launch(launch)
@@ -96,6 +102,8 @@ def candidates(v: Variant, space: Space) -> tuple[list[Launch], list[tuple[Launc
     rejected: list[tuple[Launch, str]] = []
     for values in itertools.product(*(space.get(n) for n in PARAM_NAMES)):
         launch = point(dict(zip(PARAM_NAMES, values)))
+        if not _requirements_met(launch):
+            continue  # not a point of the space (LaunchParam.requires), not a rejection
         why = rejection(v, launch)
         if why:
             rejected.append((launch, why))

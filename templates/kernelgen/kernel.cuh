@@ -34,18 +34,16 @@ struct Fetched {
   bool in_range;
 };
 
-// Lanes past the last token redo the last token and write nothing: every lane of a warp stays on
-// the path, so shuffles can name the whole warp (see kWarp). The index loads and the row load are
-// issued together, before any test: one memory latency per token instead of three.
+// The token's slot and position(s), and (token, head) its row of x. Lanes past the last token redo the last token
+// and write nothing: every lane of a warp stays on the path, so shuffles can name the whole warp (see kWarp).
 template <class Cfg>
-__device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t slot_token, int lane) {
-  using G = Geometry<Cfg>;
-  using F = Fetched<Cfg>;
+__device__ __forceinline__ void fetch_indices(Fetched<Cfg>& f, const Params& p, int64_t slot_token, int64_t& token,
+                                              int& head) {
   f.in_range = slot_token < p.num_tokens;
   f.token = f.in_range ? slot_token : p.num_tokens - 1;
   // Row r is head r % kHeads of token r / kHeads; its slot is the token's slot x kHeads + head (NHD).
-  const int64_t token = f.token / Cfg::kHeads;
-  const int head = static_cast<int>(f.token % Cfg::kHeads);
+  token = f.token / Cfg::kHeads;
+  head = static_cast<int>(f.token % Cfg::kHeads);
   f.loc = Cfg::kTokenSlots ? token : load_index(p.out_loc, p.out_loc_i64, token);
   if constexpr (Cfg::kHeads > 1) f.loc = f.loc >= 0 ? f.loc * Cfg::kHeads + head : -1;
   f.pos = Cfg::kRopeDim > 0 || Cfg::kTemperature ? load_index(p.positions, p.positions_i64, token) : 0;
@@ -54,6 +52,13 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
     f.pos_h = load_index(p.positions, p.positions_i64, n + token);
     f.pos_w = load_index(p.positions, p.positions_i64, 2 * n + token);
   }
+}
+
+// Head `head` of token `token`'s row of x.
+template <class Cfg>
+__device__ __forceinline__ void fetch_row(Fetched<Cfg>& f, const Params& p, int64_t token, int head, int lane) {
+  using G = Geometry<Cfg>;
+  using F = Fetched<Cfg>;
   const auto* row = reinterpret_cast<const uint8_t*>(static_cast<const typename Cfg::In*>(p.x) + token * p.x_row_stride +
                                                      head * Cfg::kXHeadStride);
 #pragma unroll
@@ -62,6 +67,15 @@ __device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t 
     for (int i = 0; i < F::kPieces; ++i)
       f.x[c][i] = __ldg(reinterpret_cast<const typename F::W*>(row + ((c * G::kT + lane) * G::kVec) * Cfg::kInBytes +
                                                                 i * F::kPieceBytes));
+}
+
+// The index loads and the row load issued together, before any test: one memory latency per token instead of three.
+template <class Cfg>
+__device__ __forceinline__ void fetch(Fetched<Cfg>& f, const Params& p, int64_t slot_token, int lane) {
+  int64_t token;
+  int head;
+  fetch_indices(f, p, slot_token, token, head);
+  fetch_row(f, p, token, head, lane);
 }
 
 template <class Cfg>
@@ -90,21 +104,69 @@ __device__ __forceinline__ void temper(Row<Cfg>& r, int64_t pos) {
     for (int k2 = 0; k2 < Cfg::kVec; ++k2) r.v[c][k2] = __fmul_rn(r.v[c][k2], t);
 }
 
-// Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store.
 template <class Cfg>
-__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity) {
+__device__ __forceinline__ void start_row(Row<Cfg>& r, int parity) {
   using G = Geometry<Cfg>;
-  Row<Cfg> r;
   r.lane = threadIdx.x % G::kT;
   r.group = G::kT >= 32 ? kWarp : ((1u << G::kT) - 1u) << ((threadIdx.x & 31) & ~(G::kT - 1));
   r.token = threadIdx.x / G::kT;
   r.parity = parity;
+}
+
+// Whether the token's positions lie in the cos/sin table (a row outside it is never read, and nothing is written).
+template <class Cfg>
+__device__ __forceinline__ bool positions_ok(const Fetched<Cfg>& f, const Params& p) {
+  bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
+  if constexpr (Cfg::kTemperature) pos_ok = pos_ok && f.pos >= 0;  // its log needs pos + 1 >= 1
+  if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0)
+    pos_ok = pos_ok && f.pos_h >= 0 && f.pos_h < p.max_pos && f.pos_w >= 0 && f.pos_w < p.max_pos;
+  return pos_ok;
+}
+
+// The cos/sin rows the token's rotation reads (row 0 stands in where the positions are not ok).
+template <class Cfg>
+__device__ __forceinline__ FreqRows freq_rows(const Fetched<Cfg>& f, const Params& p, bool pos_ok) {
+  FreqRows rows;
+  rows.t = p.freqs + (pos_ok ? f.pos : 0) * Cfg::kRopeDim;  // never read out of bounds
+  if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0) {
+    rows.h = p.freqs + (pos_ok ? f.pos_h : 0) * Cfg::kRopeDim;
+    rows.w = p.freqs + (pos_ok ? f.pos_w : 0) * Cfg::kRopeDim;
+  }
+  return rows;
+}
+
+// launch.early_reads (a PDL launch's prologue): the token's slot, position(s) and cos/sin are read before
+// griddepcontrol.wait, overlapping the previous kernel, and only x after it, so the wait is followed by one round
+// of memory latency instead of two (position, then its cos/sin). The spec that offers it promises that the kernel
+// launched before never writes the slot mapping, the positions or the cos/sin table (docs/tuning.md).
+template <class Cfg>
+__device__ __forceinline__ void fetch_early(Fetched<Cfg>& f, Operands<Cfg>& o, const Params& p, int64_t slot_token,
+                                            int lane) {
+  int64_t token;
+  int head;
+  fetch_indices(f, p, slot_token, token, head);
+  Row<Cfg> r;
+  start_row(r, 0);  // load_freqs reads the lane alone
+  const bool pos_ok = positions_ok(f, p);
+  if (pos_ok) load_freqs<Cfg, true>(o, r, freq_rows(f, p, pos_ok));  // ordinary loads: they stay before the wait
+  pdl_wait_then_release();
+  fetch_row(f, p, token, head, lane);
+}
+
+// Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store. `o` holds the
+// cos/sin already where fetch_early read them.
+template <class Cfg>
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o) {
+  Row<Cfg> r;
+  start_row(r, parity);
   float global_scale = 1.f;
   if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);
   if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
+  // positions_ok and freq_rows written out: through the functions nvcc schedules the launch groups differently,
+  // and their tuning records hold the machine code they timed
   bool pos_ok = Cfg::kRopeDim == 0 || (f.pos >= 0 && f.pos < p.max_pos);
-  if constexpr (Cfg::kTemperature) pos_ok = pos_ok && f.pos >= 0;  // its log needs pos + 1 >= 1
+  if constexpr (Cfg::kTemperature) pos_ok = pos_ok && f.pos >= 0;
   if constexpr (Cfg::kStreams > 1 && Cfg::kRopeDim > 0)
     pos_ok = pos_ok && f.pos_h >= 0 && f.pos_h < p.max_pos && f.pos_w >= 0 && f.pos_w < p.max_pos;
   FreqRows freqs_row;
@@ -113,10 +175,9 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
     freqs_row.h = p.freqs + (pos_ok ? f.pos_h : 0) * Cfg::kRopeDim;
     freqs_row.w = p.freqs + (pos_ok ? f.pos_w : 0) * Cfg::kRopeDim;
   }
-  Operands<Cfg> o;
   if constexpr (Cfg::kPrefetch) {
     load_weights(o, r, p);
-    if (pos_ok) load_freqs(o, r, freqs_row);
+    if (!Cfg::kEarlyReads && pos_ok) load_freqs(o, r, freqs_row);
   }
   // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
   const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;
@@ -150,12 +211,24 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
 }
 
 template <class Cfg>
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity) {
+  Operands<Cfg> o;
+  process(f, p, parity, o);
+}
+
+template <class Cfg>
 __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads, Cfg::kMinBlocks) fused_norm_rope_store_kernel(const Params p) {
   using G = Geometry<Cfg>;
-  pdl_wait_then_release();
+  if constexpr (!Cfg::kEarlyReads) pdl_wait_then_release();  // else after the early reads
   const int lane = threadIdx.x % G::kT;
   const int64_t first = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
   Fetched<Cfg> cur;
+  if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
+    Operands<Cfg> o;
+    fetch_early(cur, o, p, first, lane);
+    process(cur, p, 0, o);
+    return;
+  }
   fetch(cur, p, first, lane);
   if constexpr (!Cfg::kLoop) {
     process(cur, p, 0);
@@ -194,8 +267,14 @@ template <class Cfg>
 __device__ __forceinline__ void member_block(const Params& p, int64_t block, int parity) {
   using G = Geometry<Cfg>;
   Fetched<Cfg> f;
-  fetch(f, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
-  process(f, p, parity);
+  if constexpr (Cfg::kEarlyReads) {
+    Operands<Cfg> o;
+    fetch_early(f, o, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
+    process(f, p, parity, o);
+  } else {
+    fetch(f, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
+    process(f, p, parity);
+  }
 }
 
 template <int I, class Cfg, class... Rest>
@@ -212,7 +291,7 @@ __global__ void __launch_bounds__(Geometry<First>::kBlockThreads, First::kMinBlo
   static_assert(sizeof...(Rest) < kMaxMembers, "a launch group has at most three members");
   static_assert(((Geometry<Rest>::kBlockThreads == Geometry<First>::kBlockThreads) && ...),
                 "the members of a launch group share one block shape");
-  pdl_wait_then_release();
+  if constexpr (!First::kEarlyReads) pdl_wait_then_release();  // else each member's block waits after its early reads
   if constexpr (!First::kLoop) {
     group_block<0, First, Rest...>(g, blockIdx.x, 0);
   } else {  // a wave of blocks walks the members' blocks (no cross-token prefetch: members differ)

@@ -101,11 +101,11 @@ __device__ __forceinline__ bool in_rope(int dim) {
 
 // (cos, sin) pairs from a table that keeps the cos of every pair in its first half and the sins in its second:
 // cos at `cos`, sin `half` floats further; dst gets them interleaved as the pairs table holds them.
-template <int N>
+template <int N, bool kPlain = false>
 __device__ __forceinline__ void load_cos_sin(const float* cos, int half, float (&dst)[N]) {
   float c[N / 2], s[N / 2];
-  load_wide(cos, c);
-  load_wide(cos + half, s);
+  load_wide<float, N / 2, kPlain>(cos, c);
+  load_wide<float, N / 2, kPlain>(cos + half, s);
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     dst[2 * i] = c[i];
@@ -149,28 +149,33 @@ __device__ __forceinline__ int stream_of(int pair) {
 }
 
 // cos_sin_cache (cos, sin) of pairs pair, pair + 1, ... each from its stream's row, interleaved as load_cos_sin's.
-template <class Cfg, int N>
+template <class Cfg, int N, bool kPlain = false>
 __device__ __forceinline__ void load_cos_sin_streams(const FreqRows& f, int pair, float (&dst)[N]) {
   constexpr int kHalf = Cfg::kRopeDim / 2;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int s = stream_of<Cfg>(pair + i);
     const float* row = s == 0 ? f.t : (s == 1 ? f.h : f.w);
-    dst[2 * i] = __ldg(row + pair + i);
-    dst[2 * i + 1] = __ldg(row + kHalf + pair + i);
+    if constexpr (kPlain) {
+      dst[2 * i] = row[pair + i];
+      dst[2 * i + 1] = row[kHalf + pair + i];
+    } else {
+      dst[2 * i] = __ldg(row + pair + i);
+      dst[2 * i + 1] = __ldg(row + kHalf + pair + i);
+    }
   }
 }
 
 // The same values from whole vectors (launch.rope_rows): each stream's (cos, sin) of pairs pair, pair + 1, ...,
 // then each pair's from its stream's. Three vector loads per chunk and a select per value instead of a scalar
 // load per value behind its own row choice; pair % 3 is taken once and stepped (pair + i) % 3 = (pair % 3 + i % 3) % 3.
-template <class Cfg, int N>
+template <class Cfg, int N, bool kPlain = false>
 __device__ __forceinline__ void load_cos_sin_rows(const FreqRows& f, int pair, float (&dst)[N]) {
   constexpr int kHalf = Cfg::kRopeDim / 2;
   float t[N], h[N], w[N];
-  load_cos_sin(f.t + pair, kHalf, t);
-  load_cos_sin(f.h + pair, kHalf, h);
-  load_cos_sin(f.w + pair, kHalf, w);
+  load_cos_sin<N, kPlain>(f.t + pair, kHalf, t);
+  load_cos_sin<N, kPlain>(f.h + pair, kHalf, h);
+  load_cos_sin<N, kPlain>(f.w + pair, kHalf, w);
   const int third = pair % 3;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
@@ -182,8 +187,8 @@ __device__ __forceinline__ void load_cos_sin_rows(const FreqRows& f, int pair, f
 }
 
 // The (cos, sin) values each rope chunk needs: interleaved pairs sit beside their dims; neox
-// chunks need both halves' pair j, so 2 x kVec values.
-template <class Cfg>
+// chunks need both halves' pair j, so 2 x kVec values. kPlain: ordinary loads (see load_floats).
+template <class Cfg, bool kPlain = false>
 __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, const FreqRows& rows) {
   if constexpr (Cfg::kRopeDim > 0) {
     const float* f = rows.t;
@@ -193,14 +198,14 @@ __device__ __forceinline__ void load_freqs(Operands<Cfg>& o, const Row<Cfg>& r, 
       if (!in_rope<Cfg>(dim)) continue;
       const int j = dim - Cfg::kRopeBegin;
       if constexpr (Cfg::kStreams > 1) {  // M-RoPE (a cos_sin_cache and neox pairs: its guards)
-        if constexpr (Cfg::kRopeRows) load_cos_sin_rows<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
-        else load_cos_sin_streams<Cfg>(rows, neox_pair<Cfg>(j), o.f[c]);
+        if constexpr (Cfg::kRopeRows) load_cos_sin_rows<Cfg, Operands<Cfg>::kFreqs, kPlain>(rows, neox_pair<Cfg>(j), o.f[c]);
+        else load_cos_sin_streams<Cfg, Operands<Cfg>::kFreqs, kPlain>(rows, neox_pair<Cfg>(j), o.f[c]);
       } else if constexpr (Cfg::kRopeHalves) {  // vLLM's and FlashInfer's cos_sin_cache: two loads, interleaved here
-        load_cos_sin(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
+        load_cos_sin<Operands<Cfg>::kFreqs, kPlain>(f + (Cfg::kNeox ? neox_pair<Cfg>(j) : j / 2), Cfg::kRopeDim / 2, o.f[c]);
       } else if constexpr (Cfg::kNeox) {
-        load_wide(f + 2 * neox_pair<Cfg>(j), o.f[c]);
+        load_wide<float, Operands<Cfg>::kFreqs, kPlain>(f + 2 * neox_pair<Cfg>(j), o.f[c]);
       } else {
-        load_wide(f + j, o.f[c]);
+        load_wide<float, Operands<Cfg>::kFreqs, kPlain>(f + j, o.f[c]);
       }
     }
   }

@@ -30,11 +30,13 @@ template <> struct Word<4> { using type = uint32_t; };
 template <> struct Word<8> { using type = uint2; };
 template <> struct Word<16> { using type = uint4; };
 
-// Loads N contiguous elements of T (one aligned N*sizeof(T)-byte access) as floats.
-template <typename T, int N>
+// Loads N contiguous elements of T (one aligned N*sizeof(T)-byte access) as floats: through the read-only path, or
+// (kPlain) as an ordinary load, which the compiler keeps before a later griddepcontrol.wait (a read-only load is
+// free to sink below it to its first use).
+template <typename T, int N, bool kPlain = false>
 __device__ __forceinline__ void load_floats(const T* src, float (&dst)[N]) {
   using W = typename Word<N * sizeof(T)>::type;
-  const W word = __ldg(reinterpret_cast<const W*>(src));
+  const W word = kPlain ? *reinterpret_cast<const W*>(src) : __ldg(reinterpret_cast<const W*>(src));
   const T* elems = reinterpret_cast<const T*>(&word);
 #pragma unroll
   for (int i = 0; i < N; ++i) dst[i] = to_float(elems[i]);

@@ -75,13 +75,13 @@ __device__ __forceinline__ int64_t load_index(const void* p, bool is_i64, int64_
 }
 
 // Loads N floats' worth of T from 16-byte-or-smaller aligned pieces.
-template <typename T, int N>
+template <typename T, int N, bool kPlain = false>
 __device__ __forceinline__ void load_wide(const T* src, float (&dst)[N]) {
   constexpr int kPiece = (N * sizeof(T) > 16) ? 16 / sizeof(T) : N;
 #pragma unroll
   for (int i = 0; i < N; i += kPiece) {
     float part[kPiece];
-    load_floats<T, kPiece>(src + i, part);
+    load_floats<T, kPiece, kPlain>(src + i, part);
 #pragma unroll
     for (int j = 0; j < kPiece; ++j) dst[i + j] = part[j];
   }

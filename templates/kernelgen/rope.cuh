@@ -75,7 +75,7 @@ __device__ __forceinline__ void rotate_neox(Row<Cfg>& r, const Operands<Cfg>& o)
 template <class Cfg>
 __device__ __forceinline__ void rotate(Row<Cfg>& r, Operands<Cfg>& o, const FreqRows& freqs_row) {
   if constexpr (Cfg::kRopeDim > 0) {
-    if constexpr (!Cfg::kPrefetch) load_freqs(o, r, freqs_row);
+    if constexpr (!Cfg::kPrefetch && !Cfg::kEarlyReads) load_freqs(o, r, freqs_row);  // else loaded already
     if constexpr (Cfg::kNeox) {
       rotate_neox(r, o);
     } else {
