@@ -1,13 +1,19 @@
 """Default vs tuned us per bucket for every shipped variant and launch group, from a record file (Markdown).
 
-    python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json"""
+    python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json
+    python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json --flag early_reads
+
+--flag NAME: instead, per bucket, the fastest launch with that launch-table flag on against the fastest without it,
+both timed in the same tuning run (a same-process A/B), for every record that timed the flag."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from kernelgen.codegen.launch import resolve
+from kernelgen.spec.launchparams import BY_NAME
 from kernelgen.spec.parse import shipped_specs
+from kernelgen.spec.variant import Launch
 from kernelgen.tune import records
 
 BUCKETS = (1, 16, 256, 4096, 65536, 262144, 1048576)
@@ -38,5 +44,33 @@ def main(path: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def flag_ab(path: str, flag: str) -> str:
+    """Per record and bucket: the fastest launch with `flag` on vs the fastest without (us), and their ratio."""
+    if flag not in BY_NAME or BY_NAME[flag].kind is not bool:
+        raise SystemExit(f"tuning_summary: --flag takes a flag of the launch table, not {flag!r}")
+    found = records.read_file(Path(path))
+    if found is None:
+        raise SystemExit(f"tuning_summary: {path} is not a tuning record file")
+    names = {k.content_key(): k.name for spec in shipped_specs() for k in spec.kernels}
+    out = [f"# Fastest launch with {flag} vs without, us per call (same tuning run; off / on = speed-up)", "",
+           "| variant | bucket: off / on = x |", "|---|---|"]
+    for key, r in sorted(found[1].items(), key=lambda kv: names.get(kv[0], kv[1].variant)):
+        best: dict[bool, dict[int, float]] = {False: {}, True: {}}
+        for lid, t in r.timings.items():
+            on = bool(getattr(Launch.from_id(lid), flag))
+            for b, us in t.items():
+                best[on][b] = min(us, best[on].get(b, us))
+        both = sorted(set(best[False]) & set(best[True]))
+        if both:
+            cells = [f"{b}: {best[False][b]:.2f} / {best[True][b]:.2f} = {best[False][b] / best[True][b]:.2f}x"
+                     for b in both]
+            out.append(f"| {names.get(key, r.variant)} | " + "; ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    sys.stdout.write(main(sys.argv[1]))
+    args = sys.argv[1:]
+    if "--flag" in args:
+        sys.stdout.write(flag_ab(args[0], args[args.index("--flag") + 1]))
+    else:
+        sys.stdout.write(main(args[0]))
