@@ -18,7 +18,7 @@ from kernelgen.errors import LayoutMismatch
 from kernelgen.measure.inputs import group_inputs, member_inputs
 from kernelgen.measure.verify import expected, verify_group
 from kernelgen.runtime.group_op import GroupOp
-from kernelgen.spec.parse import parse_spec, shipped_specs
+from kernelgen.spec.parse import load_spec, parse_spec, shipped_specs
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import group_candidates, group_space
 from engine_readers import fp4_rows
@@ -70,9 +70,14 @@ def last_token_attention(q: Any, k: Any, v: Any, lengths: list[int]) -> Any:
     return torch.stack(outs)
 
 
+SHIPPED_NAMES = {s.name for s in shipped_specs()}  # the axis groups' spec is this file's own
+
+
 def tuner_candidates(g: Any) -> list[Launch]:
-    """The launches the tuner may choose for a group: its first member's space that every member accepts."""
-    return group_candidates(g, group_space(g, capability=HERE))[0]
+    """The launches the tuner may choose for a group: its first member's space that every member accepts, narrowed or
+    extended by its spec's `tune:` (attention_prep's early_reads)."""
+    overrides = load_spec(g.spec_name).tune_overrides() if g.spec_name in SHIPPED_NAMES else None
+    return group_candidates(g, group_space(g, overrides, capability=HERE))[0]
 
 
 def group_op(g: Any, cache: Path, launches: list | None = None) -> GroupOp:
