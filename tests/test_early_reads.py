@@ -6,6 +6,10 @@ The bytes are the default's (the same loads in another order); the tuner checks 
 reference on the GPU. The build tier reads the SASS: the index and cos/sin loads sit before the wait (ACQBULK)."""
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 from kernelgen import knobs
@@ -21,6 +25,7 @@ from sass_ops import sass_sequence
 
 SPEC = load_spec("attention_prep")
 OPT_IN = {"early_reads": (False, True)}
+ATTN = SPEC.variant("qwen3_8b_bf16_k")
 
 
 @pytest.mark.pure
@@ -99,7 +104,9 @@ def test_the_indices_and_cos_sin_are_read_before_the_wait(name: str, lid: str, i
     plain, early = got[instance], got[instance + ".er"]
     assert _loads_before_wait(plain) == 0
     before = [op for op in early[:early.index("ACQBULK")] if op.startswith("LDG")]
-    assert len(before) > indices and before.count(cos_sin) >= 2, before
+    # the cos/sin loads: at least two of their width beyond the index loads of that width (the default kernel's
+    # ordinary loads are its index loads; its cos/sin loads are read-only ones)
+    assert len(before) > indices and before.count(cos_sin) >= plain.count(cos_sin) + 2, before
     assert not any(op.endswith(".CONSTANT") for op in before)  # x and the weights (read-only loads) after it
     assert sum(op.startswith("LDG") for op in early) == sum(op.startswith("LDG") for op in plain)  # no load twice
 
@@ -120,3 +127,41 @@ def test_the_early_candidates_of_a_group_compile_for_every_target() -> None:
         assert len(early) >= 3
         results = compile_only([g], toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"), plan=tuning_plan(g, early))
         assert results and all(r.ok for r in results), [r.message for r in results if not r.ok]
+
+
+@pytest.mark.pure
+def test_the_tuner_checks_an_early_reads_instance_at_every_verify_count_though_it_runs_only_with_pdl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GpuTimer checks a PDL launch at 37 tokens beside its instance's check without PDL; an early_reads instance
+    has no launch without PDL, so its PDL launch is checked at VERIFY_TOKENS too. A PDL launch after its instance
+    passed without PDL adds 37 alone; one whose instance failed without PDL fails without running."""
+    from kernelgen.tune import worker
+    from kernelgen.tune.search import Failed
+
+    base = resolve(ATTN).launch
+    plain, pdl = replace(base, pdl=False), replace(base, pdl=True)
+    early = replace(pdl, early_reads=True)
+    timer = worker.GpuTimer.__new__(worker.GpuTimer)
+    timer.v, timer.verified = ATTN, {}
+    timer.op = SimpleNamespace(plan=SimpleNamespace(configs=[base.instance, early.instance]))
+    ran: list[tuple[str, int]] = []
+    wrong: set[str] = set()
+
+    def reports(idx: int, launch: Launch, n: int, seed: int) -> list[Any]:
+        ran.append((launch.id, n))
+        return [SimpleNamespace(ok=launch.id not in wrong, as_dict=lambda: {"n": n})]
+
+    monkeypatch.setattr(timer, "_reports", reports)
+    timer._verify(early)
+    assert ran == [(early.id, n) for n in (*worker.VERIFY_TOKENS, 37)]
+    ran.clear()
+    timer._verify(plain)
+    timer._verify(pdl)
+    assert ran == [(plain.id, n) for n in worker.VERIFY_TOKENS] + [(pdl.id, 37)]
+    timer.verified.clear()
+    ran.clear()
+    wrong.add(plain.id)
+    for launch in (plain, pdl):
+        with pytest.raises(Failed):
+            timer._verify(launch)
+    assert ran == [(plain.id, worker.VERIFY_TOKENS[0])]

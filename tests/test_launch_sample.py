@@ -15,9 +15,10 @@ SPECS = {s.name: s for s in shipped_specs()}
 
 
 def tuner_candidates(k: object) -> list:
+    overrides = SPECS[k.spec_name].tune_overrides()  # type: ignore[attr-defined]
     if hasattr(k, "members"):
-        return group_candidates(k, group_space(k))[0]  # type: ignore[attr-defined]
-    return candidates(k, default_space(k, SPECS[k.spec_name].tune_overrides()))[0]  # type: ignore[attr-defined]
+        return group_candidates(k, group_space(k, overrides))[0]  # type: ignore[attr-defined]
+    return candidates(k, default_space(k, overrides))[0]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("kernel", [*shipped_variants(), *(g for s in shipped_specs() for g in s.groups)],

@@ -378,9 +378,11 @@ def test_a_typo_suggests_the_closest_name() -> None:
 
 
 def test_the_spec_axes_are_every_field_but_name_launch_and_provenance() -> None:
-    """math_fields (and so content keys, records and exports) are the AXES: a new Variant field must join them."""
+    """math_fields (and so content keys, records and exports) are the AXES: a new Variant field must join them
+    (its spec's promises say which tuned launches may run it, not what it computes)."""
     from dataclasses import fields
 
     from kernelgen.spec.variant import AXES, Variant
 
-    assert set(AXES) == {f.name for f in fields(Variant)} - {"name", "launch", "spec_name", "origin", "origins"}
+    assert set(AXES) == {f.name for f in fields(Variant)} - {"name", "launch", "spec_name", "origin", "origins",
+                                                             "promises"}

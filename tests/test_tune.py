@@ -287,6 +287,37 @@ def test_a_load_uses_a_record_only_where_the_built_kernels_are_the_code_it_timed
     assert fast.instance.id in line and "sm_90a" in line and "kernelgen tune dsv4_indexer" in line
 
 
+def test_a_record_choosing_a_promise_serves_only_kernels_whose_spec_made_it(tmp_path: Path) -> None:
+    """dsv4_q_paths' main_kv and dsv4_mainkv_fp8mla_p64 share a content key (one record), but only dsv4_mainkv's
+    tune: section offers early_reads (its promise that the launch before writes no slot, position or cos/sin). A
+    record choosing .er serves dsv4_mainkv with it; main_kv and a Python-built variant choose again from the same
+    timings among the launches they admit, and the stale check follows that choice; the tuner's rechoose too."""
+    from kernelgen.tune import lookup
+    from kernelgen.tune.search import select_for
+
+    opted = load_spec("dsv4_mainkv").variant("dsv4_mainkv_fp8mla_p64")
+    plain = load_spec("dsv4_q_paths").variant("main_kv")
+    built = replace(opted, name="mine", spec_name="", promises=())
+    assert opted.content_key() == plain.content_key() == built.content_key()
+    assert (opted.promises, plain.promises) == (("early_reads",), ())
+    default = resolve(opted).launch
+    pdl = replace(default, pdl=True)
+    er = replace(pdl, early_reads=True)
+    timings = {default.id: {1: 2.0, 4096: 9.0}, pdl.id: {1: 1.5, 4096: 9.5}, er.id: {1: 1.0, 4096: 9.6}}
+    record = records.Record(opted.name, opted.content_key(), _code(H200, timings), H200, (1, 4096), timings, {},
+                            ((1, er.id), (ALL_TOKENS, default.id)))
+    records.write(tmp_path, record)
+    found = lookup.tuned(opted, [H200], [tmp_path])
+    assert found.plan.launch_for(1) == er and found.record is not None and found.record.choice == record.choice
+    for kernel in (plain, built):
+        found = lookup.tuned(kernel, [H200], [tmp_path])
+        assert found.plan.launch_for(1) == pdl and found.plan.launch_for(4096) == default, kernel.name
+        assert found.record is not None and er.instance.id not in found.record.chosen_instances()
+        assert found.record.stale(_code(H200, {pdl.id: {}, default.id: {}})) == []
+    assert select_for(plain, timings, (1, 4096)) == [(1, pdl.id), (4096, default.id)]
+    assert select_for(opted, timings, (1, 4096)) == [(1, er.id), (4096, default.id)]
+
+
 def test_simulated_device_properties_select_their_own_record(tmp_path: Path) -> None:
     """An sm_120 record (RTX PRO 6000 Blackwell) is used on that GPU and ignored on an H200 and a B200."""
     from types import SimpleNamespace

@@ -73,20 +73,23 @@ def _rechoose_records(args: argparse.Namespace) -> int:
     kernelgen's rule (after a change of the choice rule: kernelgen/tune/search.py select); nothing is re-timed."""
     from dataclasses import replace
 
-    from ..codegen.launch import launch_variant, resolve
     from ..tune import records
-    from ..tune.search import select
+    from ..tune.search import select_for
 
     directory = knobs.check_folder("--out", Path(args.out)) if args.out else knobs.tuning_dir()
+    from ..spec.parse import shipped_specs
+
     known = _shipped_by_key()
+    named = {(k.content_key(), k.name): k for spec in shipped_specs() for k in spec.kernels}
     changed = total = 0
     for path, _, record in records.all_records(directory):
         total += 1
-        kernel = known.get(record.content_key)
+        kernel = named.get((record.content_key, record.variant), known.get(record.content_key))
         if kernel is None:
             out.print(f"{record.variant}: not a shipped kernel, left alone", markup=False)
             continue
-        choice = tuple(select(record.timings, record.buckets, resolve(launch_variant(kernel)).launch))
+        # the kernel it was tuned under, where shipped: what it admits (its spec's promises) is what it chose among
+        choice = tuple(select_for(kernel, record.timings, record.buckets))
         if choice != record.choice:
             out.print(f"{kernel.name}: {list(record.choice)} -> {list(choice)}", markup=False)
             records.write(path.parent, replace(record, choice=choice))  # merged with itself: the new choice

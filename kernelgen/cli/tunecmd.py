@@ -96,7 +96,8 @@ def _tune_on_ray(args: argparse.Namespace, spec: Spec, variants: list[Variant], 
 
     tasks = [SearchTask(spec.path, v.name, v.content_key(),  # each task's GPU keeps the candidates it may time
                         tuple(c.id for c in candidates(v, default_space(v, spec.tune_overrides(), ANY_GPU))[0]),
-                        resolve_launch(v).launch.id, buckets, tc.parse_arch_list(args.arch) if args.arch else ())
+                        resolve_launch(v).launch.id, buckets, tc.parse_arch_list(args.arch) if args.arch else (),
+                        promises=v.promises)
              for v in variants]
     common.err.print(f"submitting {len(tasks)} tuning tasks to Ray ({args.ray or 'a new local instance'})",
                      markup=False)

@@ -32,6 +32,7 @@ class Group:
     launch: Launch = field(default_factory=Launch)  # one configuration for every member (0: the first's default)
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)
+    promises: tuple[str, ...] = field(default=(), compare=False)  # as Variant.promises: its spec's promises
 
     def __post_init__(self) -> None:
         roles = [role for role, _ in self.members]

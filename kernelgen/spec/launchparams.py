@@ -50,6 +50,11 @@ class LaunchParam:
     # Flags that must be on for the space to offer this one's other values: without them it is the default's code
     # doing the same work in another order (early_reads without pdl), a point not worth timing.
     requires: tuple[str, ...] = ()
+    # Its other values rest on a promise about what runs before the kernel (early_reads: the kernel launched before
+    # writes none of the inputs read before the wait), which only a spec can make (its `tune:` section offering
+    # them): a tuning record's choice of one holds for the kernels of specs that made it (Variant.promises), not for
+    # another spec's kernel or a Python-built variant of the same content key; those choose again without it.
+    promise: bool = False
 
     @property
     def default(self) -> object:
@@ -201,7 +206,7 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "makes that promise with `tune: {early_reads: [false, true]}`; offered only with pdl on",
         token="er", id_pos=10, compiled=True, cpp="kEarlyReads",
         tune="early_reads", space_pos=10, values=lambda v: (False,), tie_pos=10, prefer="low",
-        guards=("early_reads_one_token",), requires=("pdl",)),
+        guards=("early_reads_one_token",), requires=("pdl",), promise=True),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +195,21 @@ def parse_spec(text: str, file: str) -> Spec:
     groups = _groups(src, top, variants, spec_name) + model_groups
     _check_group_names(groups, variants)
     _check_symbols(src, variants, groups, top)
-    return Spec(spec_name, file, _description(src, top), tuple(variants), _tune_section(src, top), groups)
+    tune = _tune_section(src, top)
+    promised = _promised(tune)
+    if promised:
+        variants = [replace(v, promises=promised) for v in variants]
+        groups = tuple(replace(g, promises=promised, members=tuple((role, replace(m, promises=promised))
+                                                                   for role, m in g.members)) for g in groups)
+    return Spec(spec_name, file, _description(src, top), tuple(variants), tune, groups)
+
+
+def _promised(tune: tuple[tuple[str, tuple[object, ...]], ...]) -> tuple[str, ...]:
+    """The launch fields whose other values rest on a promise (LaunchParam.promise) that a `tune:` section makes by
+    offering one of them: what its variants and groups carry as `promises`."""
+    offered = dict(tune)
+    return tuple(p.name for p in IN_SPACE_ORDER
+                 if p.promise and any(x != p.default for x in offered.get(p.tune, ())))
 
 
 GROUP_KEYS = ("name", *ROLES, "launch")

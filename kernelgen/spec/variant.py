@@ -128,6 +128,9 @@ class Variant:
     spec_name: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # file:line:col of its definition
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # axis -> file:line:col of its value
+    # Launch-table fields whose other values rest on a promise the variant's spec made (LaunchParam.promise): not
+    # part of the math (nor of the content key), they say which tuning-record choices may run it
+    promises: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         # a list axis read back from JSON (a manifest, a record) is the same value as the spec's tuple

@@ -32,6 +32,7 @@ class SearchTask:
     buckets: tuple[int, ...]
     archs: tuple[str, ...] = ()
     known: dict[str, Any] = field(default_factory=dict)
+    promises: tuple[str, ...] = ()  # the variant's (Variant.promises): which launches its record may choose
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str,
                   method: dict[str, Any]) -> list[Path]:
     """Merge every successful result into the record file of the GPU it ran on."""
     from ..spec.variant import Launch
-    from .search import select
+    from .search import select_admitted
 
     paths = []
     for r in results:
@@ -115,7 +116,8 @@ def write_results(results: list[TaskResult], out_dir: Path, toolchain: dict[str,
         record = records.Record(r.task.variant, r.task.content_key, r.outcome.code, r.gpu, r.task.buckets,
                                 r.outcome.timings, r.outcome.failures, tuple(r.outcome.choice), toolchain, method)
         try:
-            paths.append(records.write(out_dir, record, lambda rec, d=default: select(rec.timings, rec.buckets, d)))
+            rechoose = lambda rec, d=default, t=r.task: select_admitted(t.promises, rec.timings, rec.buckets, d)  # noqa: E731
+            paths.append(records.write(out_dir, record, rechoose))
         except TuningError as exc:  # one result that cannot be written does not stop the others
             log.warning("%s", exc)
     return sorted(set(paths))

@@ -20,6 +20,8 @@ from ..spec.group import Group
 from ..spec.variant import Variant
 from . import records
 from .gpu import GpuInfo
+from .search import select_for
+from .space import admits
 
 log = logging.getLogger("kernelgen")
 
@@ -32,9 +34,18 @@ class Tuned:
     record: records.Record | None = None
 
 
+def for_kernel(v: Variant | Group, record: records.Record) -> records.Record:
+    """The record as it applies to v: where its choice runs a launch v does not admit (a promise v's spec did not
+    make, e.g. early_reads chosen while another spec of the same content key was tuned), chosen again from its
+    timings among the launches v admits; nothing is re-timed, and the device code of those was keyed too."""
+    if all(admits(v.promises, launch) for _, launch in record.routes()):
+        return record
+    return replace(record, choice=tuple(select_for(v, record.timings, record.buckets)))
+
+
 def plan_from_record(v: Variant | Group, record: records.Record) -> LaunchPlan:
     """The record's dispatch for v, without PDL where KERNELGEN_PDL=0 (for the JIT path and for export)."""
-    routes = record.routes()
+    routes = for_kernel(v, record).routes()
     if not knobs.pdl_allowed():
         routes = [(bound, replace(launch, pdl=False)) for bound, launch in routes]
     return plan_routes(v, routes)
@@ -53,7 +64,7 @@ def tuned(v: Variant | Group, gpus: Sequence[GpuInfo], directories: Sequence[Pat
         for gpu in gpus:
             found = records.lookup(where, gpu, v)
             if found is not None:
-                record, path = found
+                record, path = for_kernel(v, found[0]), found[1]
                 return Tuned(plan_from_record(v, record), str(path), record.gpu, record)
     if v.name not in _said_default:
         _said_default.add(v.name)

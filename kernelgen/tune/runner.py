@@ -194,7 +194,7 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
     import time
 
     from . import records
-    from .search import select
+    from .search import select_for
     from .space import candidates as space_candidates
     from .space import default_space, group_candidates, group_space
 
@@ -235,11 +235,10 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
         except TuningError as exc:
             return VariantResult(v, None, None, str(exc))
         outcome.failures.update(failures)
-        default = resolve(launch_variant(v)).launch
         record = records.Record(v.name, v.content_key(), outcome.code, gpu, buckets, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
         try:
-            path = records.write(out_dir, record, lambda r: select(r.timings, r.buckets, default))
+            path = records.write(out_dir, record, lambda r: select_for(v, r.timings, r.buckets))
         except TuningError as exc:  # e.g. every candidate failed: nothing to route to
             return VariantResult(v, outcome, None, str(exc))
         return VariantResult(v, outcome, path)

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..spec.launchparams import IN_TIE_ORDER
-from ..spec.variant import Launch
+from ..codegen.launch import launch_variant, resolve
+from ..spec.group import Group
+from ..spec.variant import Launch, Variant
+from .space import admits
 
 # Powers of two up to 256 (decode steps), coarser above (prefill).
 DEFAULT_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
@@ -90,6 +93,18 @@ def select(timings: dict[str, dict[int, float]], buckets: tuple[int, ...], defau
         if own and lid not in (default.id, nxt) and nxt in times and times[nxt] <= min(times.values()) * (1 + tie):
             per_bucket[i] = (b, nxt)
     return merge_buckets(per_bucket)
+
+
+def select_admitted(promises: tuple[str, ...], timings: dict[str, dict[int, float]], buckets: tuple[int, ...],
+                    default: Launch) -> list[tuple[int, str]]:
+    """select among the launches a kernel whose spec made `promises` admits (space.admits)."""
+    return select({lid: t for lid, t in timings.items() if admits(promises, Launch.from_id(lid))}, buckets, default)
+
+
+def select_for(v: Variant | Group, timings: dict[str, dict[int, float]], buckets: tuple[int, ...]) -> list[tuple[int, str]]:
+    """select for one kernel: among the launches it admits, its default launch breaking ties. What the tuner,
+    `tune --rechoose` and a record lookup choose by."""
+    return select_admitted(v.promises, timings, buckets, resolve(launch_variant(v)).launch)
 
 
 def _measure(timer: Timer, launch: Launch, n: int, outcome: Outcome) -> float | None:

@@ -75,6 +75,14 @@ def group_space(g: Group, overrides: dict[str, tuple[object, ...]] | None = None
                         else spaces[0].get(p.tune)) for p in PARAMS))
 
 
+def admits(promises: tuple[str, ...], launch: Launch) -> bool:
+    """Whether a kernel whose spec made `promises` (Variant.promises) may run the launch: each parameter whose other
+    values rest on a promise (LaunchParam.promise, e.g. early_reads) is at its default or promised. A record's
+    timings of a kernel of the same content key from a spec that made the promise do not let another spec's
+    kernel, or a Python-built variant, run it."""
+    return all(getattr(launch, p.name) == p.default or p.name in promises for p in PARAMS if p.promise)
+
+
 def point(values: Mapping[str, object]) -> Launch:
     """The Launch at one point of the space (values by space name, e.g. block_threads)."""
     return Launch(**{p.name: p.field_value(values) for p in LAUNCH_PARAMS})

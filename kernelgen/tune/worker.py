@@ -70,8 +70,13 @@ class GpuTimer:
         key = (launch.instance, launch.pdl)
         if key not in self.verified:
             idx = self._index(launch)
-            problem = None
-            for i, n in enumerate(VERIFY_TOKENS if not launch.pdl else (37,)):
+            # The instance's code at VERIFY_TOKENS once (without PDL where that was verified; an early_reads
+            # instance runs only with PDL, so its PDL launch is its check), and a PDL launch at 37 tokens too.
+            plain = (launch.instance, False)
+            problem = self.verified.get(plain) if launch.pdl else None
+            tokens = ((() if launch.pdl and plain in self.verified else VERIFY_TOKENS)
+                      + ((37,) if launch.pdl else ()))
+            for i, n in enumerate(tokens if problem is None else ()):
                 bad = [r for r in self._reports(idx, launch, n, seed=100 + i) if not r.ok]
                 if bad:
                     problem = f"wrong at N={n}: {bad[0].as_dict()}"

@@ -9,7 +9,8 @@ namespace kernelgen {
 
 // Programmatic dependent launch: wait until the kernels this launch depends on have finished
 // and their writes are visible (a no-op when launched without the PDL attribute), then let the
-// next PDL launch start its own preamble. Every input is read after the wait.
+// next PDL launch start its own preamble. Every input is read after the wait, except in an early_reads
+// instance (kEarlyReads): its indices and cos/sin rows before it (fetch_early).
 __device__ __forceinline__ void pdl_wait_then_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
