@@ -34,15 +34,19 @@ def _record_status(r: Any, rgpu: Any, gpu: Any, known: dict[str, Variant]) -> st
 
 
 @functools.lru_cache(maxsize=1)
+def _shipped_kernels() -> tuple[Any, ...]:
+    """Every shipped variant and launch group, spec by spec."""
+    from ..spec.parse import shipped_specs
+
+    return tuple(k for spec in shipped_specs() for k in spec.kernels)
+
+
 def _shipped_by_key() -> dict[str, Variant]:
     """Shipped variants and launch groups by content key (the first name where several share one): the ones
     whose guards --show can check a record's routes against."""
-    from ..spec.parse import shipped_specs
-
     out: dict[str, Any] = {}
-    for spec in shipped_specs():
-        for v in [*spec.variants, *spec.groups]:
-            out.setdefault(v.content_key(), v)
+    for v in _shipped_kernels():
+        out.setdefault(v.content_key(), v)
     return out
 
 
@@ -77,10 +81,8 @@ def _rechoose_records(args: argparse.Namespace) -> int:
     from ..tune.search import select_for
 
     directory = knobs.check_folder("--out", Path(args.out)) if args.out else knobs.tuning_dir()
-    from ..spec.parse import shipped_specs
-
     known = _shipped_by_key()
-    named = {(k.content_key(), k.name): k for spec in shipped_specs() for k in spec.kernels}
+    named = {(k.content_key(), k.name): k for k in _shipped_kernels()}
     changed = total = 0
     for path, _, record in records.all_records(directory):
         total += 1

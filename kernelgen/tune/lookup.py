@@ -44,8 +44,9 @@ def for_kernel(v: Variant | Group, record: records.Record) -> records.Record:
 
 
 def plan_from_record(v: Variant | Group, record: records.Record) -> LaunchPlan:
-    """The record's dispatch for v, without PDL where KERNELGEN_PDL=0 (for the JIT path and for export)."""
-    routes = for_kernel(v, record).routes()
+    """The dispatch of a record as it applies to v (for_kernel), without PDL where KERNELGEN_PDL=0 (for the JIT
+    path and for export)."""
+    routes = record.routes()
     if not knobs.pdl_allowed():
         routes = [(bound, replace(launch, pdl=False)) for bound, launch in routes]
     return plan_routes(v, routes)
