@@ -416,3 +416,18 @@ def test_tokens_of_several_warps_join_the_space_where_the_row_allows() -> None:
     assert {"t128.b2.v8", "t64.b4.v8"} <= {c.id for c in valid}  # 32 KB of exchange buffers: the limit
     why = rejection(indexer_1024, Launch(128, 4, 8))
     assert why is not None and "must be at most 32768; lower launch.tokens_per_block" in why
+
+
+def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out() -> None:
+    """A decode-only tuning (--buckets up to 256, no earlier record to merge into) gives a record whose last route
+    serves every larger count: the tune command warns, naming the route and the bucket to reach; a record timed to
+    the top is left alone."""
+    from kernelgen.cli.tunecmd import short_of_prefill
+    from kernelgen.tune.search import Outcome
+
+    decode = Outcome({"t16.b16.v4.pdl": {1: 1.0, 256: 1.2}, "t8.b8.v8": {1: 1.5, 256: 1.6}}, {},
+                     [(256, "t16.b16.v4.pdl")])
+    note = short_of_prefill("llama3_8b_k_bf16_p16", decode, 1048576)
+    assert note is not None and "timed up to N = 256" in note and "(t16.b16.v4.pdl)" in note and "1048576" in note
+    full = Outcome({"t8.b8.v8": {1: 1.5, 1048576: 900.0}}, {}, [(1048576, "t8.b8.v8")])
+    assert short_of_prefill("x", full, 1048576) is None

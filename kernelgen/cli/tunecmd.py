@@ -83,6 +83,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             common.err.print(f"error: {r.variant.name}: not tuned: {r.error}", markup=False)
             continue
         _tune_table(r)
+        note = short_of_prefill(r.variant.name, r.outcome, max(spec.tune_buckets() or DEFAULT_BUCKETS))
+        if note:
+            common.err.print(note, markup=False)
     out.print(f"records written to {out_dir}", markup=False)
     return 1 if failed else 0
 
@@ -117,6 +120,18 @@ def json_line(event: dict[str, Any]) -> str:
     import json
 
     return json.dumps({k: v for k, v in event.items() if k != "event"})
+
+
+def short_of_prefill(name: str, outcome: Any, top: int) -> str | None:
+    """A warning where a record's timings stop below the spec's largest bucket (a decode-only --buckets with no
+    earlier record to merge into): a record's last route serves every larger count, so prefill would run the
+    route chosen for the last bucket timed."""
+    timed = max((b for t in outcome.timings.values() for b in t), default=0)
+    if not outcome.choice or timed >= top:
+        return None
+    return (f"warning: {name}: its record is timed up to N = {timed}, so every larger count takes the {timed} route "
+            f"({outcome.choice[-1][1]}); tune it with --buckets reaching {top} (the spec's largest) before shipping "
+            f"it for prefill")
 
 
 def _tune_table(r: Any) -> None:
