@@ -418,16 +418,19 @@ def test_tokens_of_several_warps_join_the_space_where_the_row_allows() -> None:
     assert why is not None and "must be at most 32768; lower launch.tokens_per_block" in why
 
 
-def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out() -> None:
-    """A decode-only tuning (--buckets up to 256, no earlier record to merge into) gives a record whose last route
-    serves every larger count: the tune command warns, naming the route and the bucket to reach; a record timed to
-    the top is left alone."""
+def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out(tmp_path: Path) -> None:
+    """A decode-only tuning (--buckets up to 256) with no earlier record gives a record whose last route serves every
+    larger count: the tune command warns, naming the route and the bucket to reach. Merged into a record timed to
+    the top (a decode re-tune of a full record), it is left alone."""
     from kernelgen.cli.tunecmd import short_of_prefill
-    from kernelgen.tune.search import Outcome
 
-    decode = Outcome({"t16.b16.v4.pdl": {1: 1.0, 256: 1.2}, "t8.b8.v8": {1: 1.5, 256: 1.6}}, {},
-                     [(256, "t16.b16.v4.pdl")])
-    note = short_of_prefill("llama3_8b_k_bf16_p16", decode, 1048576)
+    gpu = GpuInfo("NVIDIA H100 80GB HBM3", "9.0", 132, 79, 3352)
+    decode = records.Record("llama3_8b_k_bf16_p16", "k" * 24, {}, gpu, (1, 256),
+                            {"t16.b16.v4.pdl": {1: 1.0, 256: 1.2}}, {}, ((256, "t16.b16.v4.pdl"),))
+    note = short_of_prefill(decode, 1048576)
     assert note is not None and "timed up to N = 256" in note and "(t16.b16.v4.pdl)" in note and "1048576" in note
-    full = Outcome({"t8.b8.v8": {1: 1.5, 1048576: 900.0}}, {}, [(1048576, "t8.b8.v8")])
-    assert short_of_prefill("x", full, 1048576) is None
+    full = records.Record("x", "k" * 24, {}, gpu, (1, 1048576), {"t8.b8.v8": {1: 1.5, 1048576: 900.0}}, {},
+                          ((1048576, "t8.b8.v8"),))
+    assert short_of_prefill(full, 1048576) is None
+    merged = records.merge(full, decode)
+    assert merged.buckets == (1, 256, 1048576) and short_of_prefill(merged, 1048576) is None

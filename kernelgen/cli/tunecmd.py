@@ -83,7 +83,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             common.err.print(f"error: {r.variant.name}: not tuned: {r.error}", markup=False)
             continue
         _tune_table(r)
-        note = short_of_prefill(r.variant.name, r.outcome, max(spec.tune_buckets() or DEFAULT_BUCKETS))
+        note = _short_of_prefill_written(r, max(spec.tune_buckets() or DEFAULT_BUCKETS))
         if note:
             common.err.print(note, markup=False)
     out.print(f"records written to {out_dir}", markup=False)
@@ -122,16 +122,24 @@ def json_line(event: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in event.items() if k != "event"})
 
 
-def short_of_prefill(name: str, outcome: Any, top: int) -> str | None:
-    """A warning where a record's timings stop below the spec's largest bucket (a decode-only --buckets with no
-    earlier record to merge into): a record's last route serves every larger count, so prefill would run the
-    route chosen for the last bucket timed."""
-    timed = max((b for t in outcome.timings.values() for b in t), default=0)
-    if not outcome.choice or timed >= top:
+def short_of_prefill(record: Any, top: int) -> str | None:
+    """A warning where a written record (merged with what its file held) stops below the spec's largest bucket, as a
+    decode-only --buckets with no earlier record leaves it: a record's last route serves every larger count, so
+    prefill would run the route chosen for the last bucket timed."""
+    timed = max(record.buckets, default=0)
+    if not record.choice or timed >= top:
         return None
-    return (f"warning: {name}: its record is timed up to N = {timed}, so every larger count takes the {timed} route "
-            f"({outcome.choice[-1][1]}); tune it with --buckets reaching {top} (the spec's largest) before shipping "
-            f"it for prefill")
+    return (f"warning: {record.variant}: its record is timed up to N = {timed}, so every larger count takes the "
+            f"{timed} route ({record.choice[-1][1]}); tune it with --buckets reaching {top} (the spec's largest) "
+            f"before shipping it for prefill")
+
+
+def _short_of_prefill_written(r: Any, top: int) -> str | None:
+    from ..tune import records
+
+    found = records.read(r.record_path) if r.record_path else None
+    record = found.records.get(r.variant.content_key()) if found else None
+    return short_of_prefill(record, top) if record else None
 
 
 def _tune_table(r: Any) -> None:
