@@ -418,7 +418,7 @@ def test_tokens_of_several_warps_join_the_space_where_the_row_allows() -> None:
     assert why is not None and "must be at most 32768; lower launch.tokens_per_block" in why
 
 
-def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out(tmp_path: Path) -> None:
+def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out() -> None:
     """A decode-only tuning (--buckets up to 256) with no earlier record gives a record whose last route serves every
     larger count: the tune command warns, naming the route and the bucket to reach. Merged into a record timed to
     the top (a decode re-tune of a full record), it is left alone."""
