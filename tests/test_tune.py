@@ -418,7 +418,7 @@ def test_tokens_of_several_warps_join_the_space_where_the_row_allows() -> None:
     assert why is not None and "must be at most 32768; lower launch.tokens_per_block" in why
 
 
-def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out() -> None:
+def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out(tmp_path: Path) -> None:
     """A decode-only tuning (--buckets up to 256) with no earlier record gives a record whose last route serves every
     larger count: the tune command warns, naming the route and the bucket to reach. Merged into a record timed to
     the top (a decode re-tune of a full record), it is left alone."""
@@ -434,3 +434,8 @@ def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out() -> Non
     assert short_of_prefill(full, 1048576) is None
     merged = records.merge(full, decode)
     assert merged.buckets == (1, 256, 1048576) and short_of_prefill(merged, 1048576) is None
+    # the tuner warns from the record as write_merged wrote it: a decode re-tune of a full record is not called out
+    records.write(tmp_path, full)
+    path, written = records.write_merged(tmp_path, decode)
+    assert path == records.record_file(tmp_path, gpu) and written.buckets == (1, 256, 1048576)
+    assert short_of_prefill(written, 1048576) is None

@@ -83,7 +83,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             common.err.print(f"error: {r.variant.name}: not tuned: {r.error}", markup=False)
             continue
         _tune_table(r)
-        note = _short_of_prefill_written(r, max(spec.tune_buckets() or DEFAULT_BUCKETS))
+        note = short_of_prefill(r.record, max(spec.tune_buckets() or DEFAULT_BUCKETS)) if r.record else None
         if note:
             common.err.print(note, markup=False)
     out.print(f"records written to {out_dir}", markup=False)
@@ -132,14 +132,6 @@ def short_of_prefill(record: Any, top: int) -> str | None:
     return (f"warning: {record.variant}: its record is timed up to N = {timed}, so every larger count takes the "
             f"{timed} route ({record.choice[-1][1]}); tune it with --buckets reaching {top} (the spec's largest) "
             f"before shipping it for prefill")
-
-
-def _short_of_prefill_written(r: Any, top: int) -> str | None:
-    from ..tune import records
-
-    found = records.read(r.record_path) if r.record_path else None
-    record = found.records.get(r.variant.content_key()) if found else None
-    return short_of_prefill(record, top) if record else None
 
 
 def _tune_table(r: Any) -> None:

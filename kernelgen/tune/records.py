@@ -310,6 +310,11 @@ def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
     `rechoose(merged) -> choice` recomputes the choice from the merged timings. Every other usable entry
     is kept; unusable ones (and an unusable file) go to `<name>.rejected.json` first, so nothing is lost
     even when the writer dies between the two renames. A record that would not be usable is refused."""
+    return write_merged(directory, record, rechoose)[0]
+
+
+def write_merged(directory: Path, record: Record, rechoose: Any = None) -> tuple[Path, Record]:
+    """`write`, also returning the record as written (merged with the file's, its choice recomputed)."""
     path = record_file(directory, record.gpu)
     elsewhere = "set KERNELGEN_CACHE_DIR (or --out) to another folder"
     with writing(path, elsewhere), locked([path.with_suffix(".lock")], elsewhere):
@@ -328,7 +333,7 @@ def write(directory: Path, record: Record, rechoose: Any = None) -> Path:
             set_aside(path, aside, found.gpu if found is not None else None)
         _write_text(path, _json_text({"schema": SCHEMA, "gpu": record.gpu.as_dict(),
                                       "variants": {k: r.to_json() for k, r in sorted(records.items())}}))
-    return path
+    return path, merged
 
 
 def all_records(directory: Path, pattern: str = "*.json") -> list[tuple[Path, GpuInfo, Record]]:

@@ -181,6 +181,7 @@ class VariantResult:
     outcome: Outcome | None
     record_path: Path | None
     error: str = ""
+    record: Any = None  # records.Record as written (merged with what its file held), where one was
 
 
 def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tuple[object, ...]],
@@ -238,10 +239,10 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
         record = records.Record(v.name, v.content_key(), outcome.code, gpu, buckets, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
         try:
-            path = records.write(out_dir, record, lambda r: select_for(v, r.timings, r.buckets))
+            path, written = records.write_merged(out_dir, record, lambda r: select_for(v, r.timings, r.buckets))
         except TuningError as exc:  # e.g. every candidate failed: nothing to route to
             return VariantResult(v, outcome, None, str(exc))
-        return VariantResult(v, outcome, path)
+        return VariantResult(v, outcome, path, record=written)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(gpus)) as pool:
         running: dict[Any, str | None] = {}
