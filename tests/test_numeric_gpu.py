@@ -76,6 +76,47 @@ __global__ void compare_pairs(const float* pairs, int n, int* out) {
   out[i] = !(isnan(mine) && isnan(ieee)) && __float_as_uint(mine) != __float_as_uint(ieee);
 }
 
+// launch.lean_math's operations beside the library ones they stand for, for every float a of exponents [e_lo, e_hi)
+// (255: inf and the NaNs), sign s: op 0 div_shared<2> of (a, b) and (-a, b) / __fdiv_rn, 1 pow2_scale_vllm(a) /
+// exp2f(ceilf(log2f(fmaxf(__fdiv_rn(a, 448), 1e-4)))) and its __frcp_rn, 2 bf16_round2(a, -a) / bf16_round. Two NaNs
+// count as equal (either makes a NaN row).
+__device__ __forceinline__ bool same(float x, float y) {
+  return __float_as_uint(x) == __float_as_uint(y) || (isnan(x) && isnan(y));
+}
+
+__global__ void compare_lean(int op, float b, int e_lo, int e_hi, unsigned long long* counts, uint32_t* first) {
+  const uint64_t total = uint64_t(e_hi - e_lo) << 23;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t bits = (uint32_t(e_lo + (i >> 23)) << 23) | uint32_t(i & 0x7FFFFF);
+    const float a = __uint_as_float(bits);
+    bool bad;
+    if (op == 0) {
+      const float in[2] = {a, -a};
+      float q[2];
+      kernelgen::div_shared(q, in, b, kernelgen::rcp_rn_in_range(b));
+      bad = !same(q[0], __fdiv_rn(a, b)) || !same(q[1], __fdiv_rn(-a, b));
+    } else if (op == 1) {
+      float scale, inv;
+      kernelgen::pow2_scale_vllm(a, scale, inv);
+      const float want = exp2f(ceilf(log2f(fmaxf(__fdiv_rn(a, 448.0f), kernelgen::kAmaxFloor))));
+      bad = !same(scale, want) || !same(inv, __frcp_rn(want));
+    } else {
+      float x = a, y = -a;
+      kernelgen::bf16_round2(x, y);
+      bad = !same(x, kernelgen::bf16_round(a)) || !same(y, kernelgen::bf16_round(-a));
+    }
+    if (bad) {
+      atomicAdd(&counts[0], 1ull);
+      first[0] = bits;
+    }
+  }
+}
+
+void run_lean(tvm::ffi::TensorView counts, tvm::ffi::TensorView first, int64_t op, double b, int64_t e_lo, int64_t e_hi) {
+  compare_lean<<<2048, 256>>>(static_cast<int>(op), static_cast<float>(b), static_cast<int>(e_lo), static_cast<int>(e_hi),
+                              static_cast<unsigned long long*>(counts.data_ptr()), static_cast<uint32_t*>(first.data_ptr()));
+}
+
 void run_pairs(tvm::ffi::TensorView pairs, tvm::ffi::TensorView out) {
   const int n = static_cast<int>(out.size(0));
   compare_pairs<<<(n + 255) / 256, 256>>>(static_cast<const float*>(pairs.data_ptr()), n, static_cast<int*>(out.data_ptr()));
@@ -101,7 +142,7 @@ def module(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("TVM_FFI_CUDA_ARCH_LIST", f"{major}.{minor}")  # tvm-ffi's own build: this GPU only
         env.setenv("CUDA_HOME", str(knobs.cuda_home()))
-        return load_inline("kernelgen_numeric_check", cuda_sources=SOURCE, functions=["run", "run_pairs"],
+        return load_inline("kernelgen_numeric_check", cuda_sources=SOURCE, functions=["run", "run_pairs", "run_lean"],
                            extra_include_paths=[str(resources.include_dir())],
                            build_directory=str(tmp_path_factory.mktemp("numeric")))
 
@@ -147,3 +188,28 @@ def test_norm_root_takes_the_fast_path_only_inside_its_eps_range(module: Any) ->
     module.run_pairs(table, out)
     wrong = [pairs[i] for i in out.nonzero().flatten().tolist()]
     assert not wrong, f"inv_sqrt_rn differs from RN(1 / RN(sqrt(a))) at (eps, a) = {wrong[:5]}"
+
+
+# Divisors for the lean divide: inside its range (random mantissas, all ones, a power of two, a V4.1 fp4 group scale's
+# extremes 2^-9 and 448, its ends 2^-60 and 2^60) and outside it (the whole array then takes div.rn): 2^-61, 2^61,
+# a subnormal, 0, -1, inf, NaN.
+LEAN_DIVISORS = [0.0173, 1.0 / 3.0, 1.9999998807907104, 1.0, 2.0 ** -9, 448.0, 2.0 ** -60, 2.0 ** 60,
+                 2.0 ** -61, 2.0 ** 61, 1e-40, 0.0, -1.0, math.inf, math.nan]
+
+
+def test_lean_math_matches_the_library_operations_for_every_float(module: Any) -> None:
+    """launch.lean_math (tests/test_lean_math.py): div_shared beside div.rn for every float dividend (both signs, inf
+    and NaN included) and each divisor above; the fp8_ds_mla power-of-two scale and its reciprocal beside exp2f /
+    ceilf / log2f / rcp.rn for every non-negative float amax; the paired bf16 rounding beside the single one."""
+    import torch
+
+    bad = {}
+    cases = [(0, b, f"div_shared by {b!r}") for b in LEAN_DIVISORS] + [(1, 0.0, "pow2_scale_vllm"),
+                                                                          (2, 0.0, "bf16_round2")]
+    for op, b, name in cases:
+        counts = torch.zeros(1, dtype=torch.int64, device="cuda")
+        first = torch.zeros(1, dtype=torch.int32, device="cuda")
+        module.run_lean(counts, first, op, _f32(b), 0, 256)
+        if int(counts[0]):
+            bad[name] = (int(counts[0]), f"{int(first[0]) & 0xFFFFFFFF:#010x}")
+    assert not bad, f"differs from the library operation (count, bits of one input): {bad}"

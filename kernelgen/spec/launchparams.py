@@ -103,6 +103,21 @@ def _rope_rows_values(v: VariantLike) -> tuple[object, ...]:
     return (False, True) if v.rope_dim and ROPE_STYLES[v.rope_style].streams > 1 else (False,)
 
 
+# The scales whose codes CUDA divides into (div.rn per value, with its range check and slow-path call) or whose
+# power of two it computes through libm (exp2f(ceilf(log2f(x))) per group): what launch.lean_math computes lean.
+LEAN_MATH_SCALES = frozenset({"fp32_divided", "fp32_pow2", "fp32_pow2_floor", "e4m3_divided"})
+
+
+def _lean_math_values(v: VariantLike) -> tuple[object, ...]:
+    """Off, and on too where the store divides by a scale (per tensor, token or group) or computes vLLM's
+    power-of-two group scale, or the row is rounded through bf16; elsewhere the flag compiles the same code."""
+    from .formats import format_of
+
+    fmt = format_of(v)
+    lean = fmt.scale_divides or any(p.scale in LEAN_MATH_SCALES for p in fmt.parts)
+    return (False, True) if lean or v.round_through_bf16 or v.round_norm_bf16 else (False,)
+
+
 def _min_blocks(space_point: Mapping[str, object]) -> int:
     """The tuning space names occupancy by the threads an SM must hold (the same value means the same register cap
     for every block size); the compiled field is the blocks that makes, rounded up (0: no bound)."""
@@ -207,6 +222,17 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         token="er", id_pos=10, compiled=True, cpp="kEarlyReads",
         tune="early_reads", space_pos=10, values=lambda v: (False,), tie_pos=10, prefer="low",
         guards=("early_reads_one_token",), requires=("pdl",), promise=True),
+    LaunchParam(
+        "lean_math", bool,
+        "the stores' correctly rounded divides by a scale shared by many values (vLLM's per-tensor k_scale, its "
+        "indexer's per-token scale, V4.1 fp4's group scales) as RN(1 / s) once and two Markstein corrections per value "
+        "with one range check per chunk, instead of div.rn's check and slow-path branch per value; and the fp8_ds_mla "
+        "group scale exp2f(ceilf(log2f(x))) read off x's bits where log2f's rounding cannot move it; and a row's "
+        "rounding through bf16 two values per convert. The same bytes (the sequences are exact where they run; "
+        "elsewhere the library calls run), checked by the tuner like every candidate; offered only where a store has "
+        "such a scale or the row is rounded through bf16 (elsewhere a no-op)",
+        token="lm", id_pos=11, compiled=True, cpp="kLeanMath",
+        tune="lean_math", space_pos=11, values=_lean_math_values, tie_pos=11, prefer="low"),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -218,6 +244,6 @@ IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
 ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.mb2]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.lm][.mb2]
 ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
               + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

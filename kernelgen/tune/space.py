@@ -67,12 +67,12 @@ def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = 
 
 def group_space(g: Group, overrides: dict[str, tuple[object, ...]] | None = None,
                 capability: str | None = None) -> Space:
-    """A launch group's space: its first member's (the members share the launch), except that a parameter bound
-    to some GPUs (hw_convert) takes the values of every member, in first-seen order: a value one member's store
-    has no use for (hw_convert for a bf16 Q) leaves that member's code as it is."""
+    """A launch group's space: its first member's (the members share the launch), except that a flag, or a
+    parameter bound to some GPUs, takes the values of every member, in first-seen order: a value one member's
+    store has no use for (hw_convert or lean_math for a bf16 Q) leaves that member's code as it is."""
     spaces = [default_space(v, overrides, capability) for _, v in g.members]
-    return Space(tuple((p.tune, tuple(dict.fromkeys(x for s in spaces for x in s.get(p.tune))) if p.capabilities
-                        else spaces[0].get(p.tune)) for p in PARAMS))
+    return Space(tuple((p.tune, tuple(dict.fromkeys(x for s in spaces for x in s.get(p.tune)))
+                        if p.capabilities or p.kind is bool else spaces[0].get(p.tune)) for p in PARAMS))
 
 
 def admits(promises: tuple[str, ...], launch: Launch) -> bool:

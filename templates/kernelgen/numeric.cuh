@@ -181,6 +181,15 @@ __device__ __forceinline__ float bf16_round(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
 }
 
+// Two values rounded to bf16 by one paired convert (cvt.rn.bf16x2.f32: the rounding of cvt.rn.bf16.f32, a NaN to
+// the canonical NaN as there) and widened back (launch.lean_math).
+__device__ __forceinline__ void bf16_round2(float& a, float& b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half
+  const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
+  a = __uint_as_float(w << 16);
+  b = __uint_as_float(w & 0xFFFF0000u);
+}
+
 // A float's bits, on the device and on the host (tests run the scale exponent's code on the CPU).
 __host__ __device__ __forceinline__ uint32_t float_bits(float v) {
 #ifdef __CUDA_ARCH__
@@ -228,6 +237,72 @@ __device__ __forceinline__ float rcp_rn_in_range(float b) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
   return __fmaf_rn(r, __fmaf_rn(-b, r, 1.0f), r);
+}
+
+// launch.lean_math: a / b correctly rounded for every float a, where b is shared by many values (a per-tensor,
+// per-token or per-group scale). CUDA's div.rn runs a reciprocal refinement, two quotient corrections, a range
+// check (FCHK) and a branch around a slow-path call per value; here RN(1 / b) is taken once and each value costs
+// the two corrections (q0 = RN(a * y), r = a - b q, q = RN(q + r y), twice: the first leaves q within an ulp, so
+// the second's remainder is exact and its sum the correctly rounded quotient, Markstein's theorem), plus an
+// integer range check. Inside [2^-60, 2^60] for |a| (or a = 0) and b no step overflows or underflows; where any
+// value of the array, or b, lies outside, the whole array takes div.rn: one branch per array, never taken by the
+// rows a model writes. tests/test_lean_math.py replays the sequence in exact rational arithmetic.
+constexpr uint32_t kLeanDivLo = 0x21800000u;  // the bits of 2^-60
+constexpr uint32_t kLeanDivHi = 0x5D800000u;  // the bits of 2^60
+
+__device__ __forceinline__ bool lean_div_operand(float a) {  // |a| in [2^-60, 2^60], or a == +-0
+  const uint32_t m = float_bits(a) & 0x7FFFFFFFu;
+  return m - kLeanDivLo <= kLeanDivHi - kLeanDivLo || m == 0u;
+}
+
+__device__ __forceinline__ float div_corrected(float a, float b, float inv_b) {
+  const float q0 = __fmul_rn(a, inv_b);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q0, b, a), inv_b, q0);
+  return __fmaf_rn(__fmaf_rn(-q1, b, a), inv_b, q1);
+}
+
+// The out-of-range path: a call (scalars in registers), kept out of the kernel's straight-line code.
+__device__ __noinline__ float div_rn_call(float a, float b) { return __fdiv_rn(a, b); }
+
+// q[k] = RN(a[k] / b) for k < N. inv_b is rcp_rn_in_range(b) (any value where b lies outside [2^-60, 2^60]:
+// then div.rn runs).
+template <int N>
+__device__ __forceinline__ void div_shared(float (&q)[N], const float (&a)[N], float b, float inv_b) {
+  bool ok = float_bits(b) - kLeanDivLo <= kLeanDivHi - kLeanDivLo;  // b > 0 in range (a sign bit fails)
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    q[k] = div_corrected(a[k], b, inv_b);
+    ok = ok && lean_div_operand(a[k]);
+  }
+  if (!ok) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = div_rn_call(a[k], b);
+  }
+}
+
+// a / D for a >= 0 as div.rn gives it wherever a / D is normal, inf or NaN (div_by for finite a, else div.rn); a
+// subnormal quotient may differ in its last place, which the callers' floors (1e-4, 2^-9) hide.
+template <int D>
+__device__ __forceinline__ float div_by_unless_inf(float a) {
+  return a <= 3.402823466e38f ? div_by<D>(a) : __fdiv_rn(a, float(D));
+}
+
+// vLLM's fp8_ds_mla scale exp2f(ceilf(log2f(x))) for x = max(RN(amax / 448), 1e-4) and its reciprocal (a power of
+// two, exact), from x's bits where log2f's rounding cannot move the ceiling: x = 2^e (1 + f) with f >= 2^-12 has
+// log2 at least 3.5e-4 above e and below e + 1, far past log2f's one-ulp error (2^-17 at |e| < 128), so the ceiling
+// is e + 1. A power of two, f < 2^-12, a scale past 2^125, inf or NaN take the library calls, as without lean_math.
+__device__ __noinline__ float pow2_scale_libm(float x) { return exp2f(ceilf(log2f(x))); }
+
+__device__ __forceinline__ void pow2_scale_vllm(float amax, float& scale, float& inv) {
+  const float x = fmaxf(div_by_unless_inf<kE4m3Max>(amax), kAmaxFloor);
+  const uint32_t bits = float_bits(x), e = bits >> 23;  // x >= 1e-4 > 0, or NaN / inf (e = 255)
+  if ((bits & 0x7FFFFFu) >= (1u << 11) && e <= 251u) {
+    scale = __uint_as_float((e + 1u) << 23);
+    inv = __uint_as_float((253u - e) << 23);
+  } else {
+    scale = pow2_scale_libm(x);
+    inv = __frcp_rn(scale);
+  }
 }
 
 // RN(sqrt(a)) for 2^-101 <= a < 2^128 (finite): the sequence sqrt.rn runs after its range check

@@ -55,12 +55,21 @@ __device__ __forceinline__ void store_half(const Row<Cfg>& r, int c, uint8_t* ds
 // Codes of v * inv_scale, inv_scale = RN(1 / scale): one multiply per value. For a power-of-two scale
 // (FlashMLA) it equals v / scale; for the fp8 per-token scale it is the reference's RN(v * RN(1 / scale))
 // (within 2 U of the quotient: the oracle allows it), two FMAs per value fewer than a corrected divide.
-template <class Cfg>
+// kUnit: the row is already scaled (times RN(1 / s), or divided by s), and the codes are of its values as they are
+// (without lean_math, of v * 1: the same codes, one multiply per value).
+template <class Cfg, bool kUnit = false>
 __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_scale, uint8_t* dst, bool nan_row,
                                            bool write) {
   float q[Cfg::kVec];
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2) scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+  for (int k = 0; k < Cfg::kVec; k += 2) {
+    if constexpr (kUnit && Cfg::kLeanMath) {
+      q[k] = r.v[c][k];
+      q[k + 1] = r.v[c][k + 1];
+    } else {
+      scaled2<Cfg::kPackedF32>(q[k], q[k + 1], r.v[c][k], r.v[c][k + 1], inv_scale);
+    }
+  }
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
 #pragma unroll
   for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
@@ -75,9 +84,16 @@ template <class Cfg>
 __device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
                                                    bool write) {
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
+  if constexpr (Cfg::kLeanMath) {
+    float q[Cfg::kVec];
+    div_shared(q, r.v[c], scale, rcp_rn_in_range(scale));
 #pragma unroll
-  for (int k = 0; k < Cfg::kVec; k += 2)
-    words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
+    for (int k = 0; k < Cfg::kVec; k += 2) words[k / 4] |= e4m3x2(q[k], q[k + 1]) << (8 * (k % 4));
+  } else {
+#pragma unroll
+    for (int k = 0; k < Cfg::kVec; k += 2)
+      words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
+  }
 #pragma unroll
   for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
@@ -216,8 +232,14 @@ __device__ __forceinline__ void store_e4m3_groups(const Row<Cfg>& r, const float
     const int dim = r.first(c);
     if (dim < kNope) {
       if constexpr (Cfg::kScaleFp32) {
-        const float scale = exp2f(ceilf(log2f(fmaxf(__fdiv_rn(amax, kE4m3Max), kAmaxFloor))));
-        store_e4m3(r, c, __frcp_rn(scale), page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
+        float scale, inv;
+        if constexpr (Cfg::kLeanMath) {
+          pow2_scale_vllm(amax, scale, inv);
+        } else {
+          scale = exp2f(ceilf(log2f(fmaxf(__fdiv_rn(amax, kE4m3Max), kAmaxFloor))));
+          inv = __frcp_rn(scale);
+        }
+        store_e4m3(r, c, inv, page + Cfg::kValueBase + off * Cfg::kValueStride + dim, nan_row, write);
         if (write && (kWide ? (r.lane == 0 && c % kGroupChunks == 0) : (r.lane & (kGroupLanes - 1)) == 0))
           *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride + 4 * (dim / kGroup)) =
               nan_row ? __uint_as_float(0x7FC00000u) : scale;
@@ -261,10 +283,15 @@ __device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (
       float q[Cfg::kVec];
       uint32_t scale_code;
       if constexpr (Cfg::kScaleDivided) {
-        scale_code = e4m3x2(fminf(fmaxf(__fdiv_rn(amax, float(kE2m1Max)), 0x1p-9f), float(kE4m3Max)), 0.f) & 0xFFu;
+        const float sixth = Cfg::kLeanMath ? div_by_unless_inf<kE2m1Max>(amax) : __fdiv_rn(amax, float(kE2m1Max));
+        scale_code = e4m3x2(fminf(fmaxf(sixth, 0x1p-9f), float(kE4m3Max)), 0.f) & 0xFFu;
         const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
+        if constexpr (Cfg::kLeanMath) {
+          div_shared(q, r.v[c], scale, rcp_rn_in_range(scale));  // scale in [2^-9, 448]
+        } else {
 #pragma unroll
-        for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fdiv_rn(r.v[c][k], scale);
+          for (int k = 0; k < Cfg::kVec; ++k) q[k] = __fdiv_rn(r.v[c][k], scale);
+        }
       } else {
         scale_code = e4m3x2(amax * kSixth, 0.f) & 0xFFu;
         const float scale = __half2float(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(scale_code), __NV_E4M3));
@@ -285,7 +312,12 @@ __device__ __forceinline__ void store_e2m1_e4m3(const Row<Cfg>& r, const float (
 
 template <bool kRound, class Cfg>
 __device__ __forceinline__ void round_bf16_if(Row<Cfg>& r) {  // every value of the row rounded to bf16 (kRound)
-  if constexpr (kRound) {
+  if constexpr (kRound && Cfg::kLeanMath) {  // two values per convert (the same rounding, NaN included)
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; k += 2) bf16_round2(r.v[c][k], r.v[c][k + 1]);
+  } else if constexpr (kRound) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
@@ -302,10 +334,21 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
   } else if constexpr (Cfg::kGlobal == GlobalScale::kDivide) {  // vLLM's scaled_convert: a correctly rounded divide
+    if constexpr (Cfg::kLeanMath) {
+      const float inv = rcp_rn_in_range(global_scale);
 #pragma unroll
-    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+      for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+        float q[Cfg::kVec];
+        div_shared(q, r.v[c], global_scale, inv);
 #pragma unroll
-      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fdiv_rn(r.v[c][k], global_scale);
+        for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = q[k];
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
+#pragma unroll
+        for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fdiv_rn(r.v[c][k], global_scale);
+    }
   }
   // Every store starts from the per-chunk amax and the row's NaN vote (see above).
   float chunk[Geometry<Cfg>::kChunks];
@@ -328,7 +371,7 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
   } else if constexpr (Cfg::kEncoder == Encoder::kE4m3) {  // the row already times RN(1 / s): plain codes
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_e4m3(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+      store_e4m3<Cfg, true>(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
   } else {
     static_assert(kNoStoreCode<Cfg::kStore>, "this store format's encoder has no device code in store()");
   }
