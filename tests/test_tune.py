@@ -439,3 +439,33 @@ def test_a_record_timed_short_of_the_specs_largest_bucket_is_called_out(tmp_path
     path, written = records.write_merged(tmp_path, decode)
     assert path == records.record_file(tmp_path, gpu) and written.buckets == (1, 256, 1048576)
     assert short_of_prefill(written, 1048576) is None
+
+
+def test_buckets_whose_timing_inputs_do_not_fit_the_gpu_are_not_timed() -> None:
+    """The absorbed-MLA query (128 heads x 576 dims per token) needs about 180 GiB of timing inputs at 262144 tokens:
+    tuned there, every candidate's worker ran out of memory on an H100 and the variant went untuned. Such buckets are
+    left to the last bucket that fits; a small row keeps every bucket; an unknown memory size keeps them all."""
+    from kernelgen.measure.timing import workload_peak_bytes
+    from kernelgen.tune.runner import fitting_buckets
+
+    mla = load_spec("mla")
+    q, kv = mla.variant("deepseek_v3_q_absorbed_fp8"), mla.variant("deepseek_v3_kv_fp8_p64")
+    buckets = (1, 256, 65536, 262144)
+    assert fitting_buckets(q, buckets, 80) == (1, 256, 65536)
+    assert fitting_buckets(mla.group("deepseek_v3_layer_fp8"), buckets, 80) == (1, 256, 65536)
+    assert fitting_buckets(q, buckets, 141) == (1, 256, 65536)
+    assert fitting_buckets(kv, buckets, 80) == buckets and fitting_buckets(q, buckets, 0) == buckets
+    assert 170 * 2**30 < workload_peak_bytes(q, 262144) < 190 * 2**30
+
+
+def test_timing_rows_are_drawn_as_before_with_one_float32_copy() -> None:
+    """The rows are (randn * 3) + 0.5 in float32, scaled in place: the same values as the expression they replaced."""
+    import torch
+
+    from kernelgen.measure.inputs import workload_inputs
+
+    v = load_spec("mla").variant("deepseek_v3_kv_fp8_p64")
+    got = workload_inputs(v, 64, "prefill", seed=3, device="cpu")["x"]
+    g = torch.Generator(device="cpu").manual_seed(3)
+    want = (torch.randn(64, v.x_width, generator=g) * 3 + 0.5).to(torch.bfloat16)
+    assert torch.equal(got, want)

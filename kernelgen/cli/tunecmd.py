@@ -64,6 +64,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 common.err.print(f"tuning: compiled in {event['seconds']:.1f} s; timing "
                                  f"{_count(len(variants), 'variant')} on {_count(len(gpus), 'GPU')}", markup=False)
                 return
+            if kind == "skipped":
+                common.err.print(f"{name}: buckets {', '.join(map(str, event['buckets']))} not timed: a call's inputs "
+                                 f"need about {event['need_gb']} GiB there, past what fits the GPU's {event['gpu_gb']} "
+                                 "GB; the last bucket timed serves them", markup=False)
+                return
             if not common.err.is_terminal and kind in ("done", "fail"):
                 detail = json_line(event) if kind != "done" else f"choice {event['outcome']['choice']}"
                 common.err.print(f"{name or 'tune'}: {kind} {detail}", markup=False)

@@ -24,6 +24,7 @@ from ..codegen.launch import ALL_TOKENS, LaunchPlan, launch_variant, plan_routes
 from ..errors import BuildError, TuningError
 from ..spec.group import Group
 from ..spec.variant import Launch, Variant
+from ..measure.timing import workload_peak_bytes
 from .gpu import GpuInfo
 from .search import Failed, Outcome
 from .space import instances
@@ -184,6 +185,20 @@ class VariantResult:
     record: Any = None  # records.Record as written (merged with what its file held), where one was
 
 
+MEMORY_SHARE = 0.85  # of the GPU's memory, what one bucket's timing inputs may take (the rest: CUDA's context, the module)
+
+
+def fitting_buckets(v: Variant | Group, buckets: tuple[int, ...], memory_gb: int) -> tuple[int, ...]:
+    """The buckets whose timing inputs fit the GPU (measure.timing.workload_peak_bytes); the larger ones are not timed,
+    and the record's last route serves them. An absorbed-MLA query of 128 heads x 576 dims needs about 45 GiB at 65536
+    tokens and 180 GiB at 262144: tuned past what fits, every candidate's worker ran out of memory at the largest
+    bucket and the variant went untuned."""
+    if memory_gb <= 0:  # not known (a simulated GPU): every bucket
+        return buckets
+    limit = MEMORY_SHARE * memory_gb * 2**30
+    return tuple(b for b in buckets if workload_peak_bytes(v, b) <= limit)
+
+
 def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tuple[object, ...]],
          buckets: tuple[int, ...], gpus: list[str | None], archs: tuple[str, ...], cache_dir: Path | None,
          out_dir: Path, jobs: int | None, budget_s: float | None,
@@ -228,15 +243,22 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
     def one(v: Variant, cs: list[Launch], gpu_id: str | None) -> VariantResult:
         if not cs:
             return VariantResult(v, None, None, "no candidate compiled")
+        timed = fitting_buckets(v, buckets, gpu.memory_gb)
+        skipped = [b for b in buckets if b not in timed]
+        if skipped:
+            on_event(v.name, {"event": "skipped", "buckets": skipped, "gpu_gb": gpu.memory_gb,
+                              "need_gb": round(workload_peak_bytes(v, skipped[0]) / 2**30, 1)})
+        if not timed:
+            return VariantResult(v, None, None, f"not one bucket's inputs fit the GPU's {gpu.memory_gb} GB")
         failures = compile_failures[v.name]
-        job = Job(spec_path, v.name, [c.id for c in cs], list(buckets), list(archs),
+        job = Job(spec_path, v.name, [c.id for c in cs], list(timed), list(archs),
                   str(cache_dir) if cache_dir else None, {"failures": failures})
         try:
             outcome = run_job(job, gpu_id, lambda e: on_event(v.name, e))
         except TuningError as exc:
             return VariantResult(v, None, None, str(exc))
         outcome.failures.update(failures)
-        record = records.Record(v.name, v.content_key(), outcome.code, gpu, buckets, outcome.timings,
+        record = records.Record(v.name, v.content_key(), outcome.code, gpu, timed, outcome.timings,
                                 outcome.failures, tuple(outcome.choice), meta_toolchain, method)
         try:
             path, written = records.write_merged(out_dir, record, lambda r: select_for(v, r.timings, r.buckets))

@@ -243,10 +243,12 @@ __device__ __forceinline__ float rcp_rn_in_range(float b) {
 // per-token or per-group scale). CUDA's div.rn runs a reciprocal refinement, two quotient corrections, a range
 // check (FCHK) and a branch around a slow-path call per value; here RN(1 / b) is taken once and each value costs
 // the two corrections (q0 = RN(a * y), r = a - b q, q = RN(q + r y), twice: the first leaves q within an ulp, so
-// the second's remainder is exact and its sum the correctly rounded quotient, Markstein's theorem), plus an
-// integer range check. Inside [2^-60, 2^60] for |a| (or a = 0) and b no step overflows or underflows; where any
-// value of the array, or b, lies outside, the whole array takes div.rn: one branch per array, never taken by the
-// rows a model writes. tests/test_lean_math.py replays the sequence in exact rational arithmetic.
+// the second's remainder is exact and its sum the correctly rounded quotient, Markstein's theorem; the sign put
+// back for a zero dividend, whose sums round to +0), plus an integer range check. Inside [2^-60, 2^60] for |a|
+// (or a = 0) and b no step overflows or underflows; where any value of the array, or b, lies outside, the whole
+// array takes div.rn: one branch per array, never taken by the rows a model writes. tests/test_lean_math.py replays
+// the sequence in exact arithmetic (float64 products, one rounding per step) near rounding midpoints; the GPU tier
+// runs it beside div.rn for every float dividend.
 constexpr uint32_t kLeanDivLo = 0x21800000u;  // the bits of 2^-60
 constexpr uint32_t kLeanDivHi = 0x5D800000u;  // the bits of 2^60
 
@@ -258,7 +260,7 @@ __device__ __forceinline__ bool lean_div_operand(float a) {  // |a| in [2^-60, 2
 __device__ __forceinline__ float div_corrected(float a, float b, float inv_b) {
   const float q0 = __fmul_rn(a, inv_b);
   const float q1 = __fmaf_rn(__fmaf_rn(-q0, b, a), inv_b, q0);
-  return __fmaf_rn(__fmaf_rn(-q1, b, a), inv_b, q1);
+  return copysignf(__fmaf_rn(__fmaf_rn(-q1, b, a), inv_b, q1), q0);  // a = -0: the sums give +0, the quotient -0
 }
 
 // The out-of-range path: a call (scalars in registers), kept out of the kernel's straight-line code.
