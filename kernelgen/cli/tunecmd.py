@@ -43,7 +43,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         out_dir = knobs.tuning_dir()
     if args.ray is not None:  # the cluster's GPUs time it: this machine needs none
         return _tune_on_ray(args, spec, variants, buckets, out_dir)
-    runner.require_gpu("tune", args.spec)  # before anything compiles: --arch cannot stand in for a GPU
+    local = runner.require_gpu("tune", args.spec)  # before anything compiles: --arch cannot stand in for a GPU
     cache_dir = _cache_dir(args.cache_dir, write=True)
     archs = tc.resolve_archs(args.arch)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -88,7 +88,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             common.err.print(f"error: {r.variant.name}: not tuned: {r.error}", markup=False)
             continue
         _tune_table(r)
-        note = short_of_prefill(r.record, max(spec.tune_buckets() or DEFAULT_BUCKETS)) if r.record else None
+        # the spec's largest bucket that this GPU can time (tune said which it left and why)
+        top = max(runner.fitting_buckets(r.variant, spec.tune_buckets() or DEFAULT_BUCKETS, local.memory_gb), default=0)
+        note = short_of_prefill(r.record, top) if r.record else None
         if note:
             common.err.print(note, markup=False)
     out.print(f"records written to {out_dir}", markup=False)
