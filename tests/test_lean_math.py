@@ -124,6 +124,8 @@ def test_the_table_holds_lean_math_as_a_compiled_flag() -> None:
 @pytest.mark.parametrize("spec, name, offered", [
     ("mla", "deepseek_v3_kv_fp8_p64", True),  # vLLM's k_scale divide and the bf16 rounding
     ("mla", "deepseek_v3_kv_fp8dsmla_p64", True),  # fp8_ds_mla's power-of-two group scales
+    ("mla", "deepseek_v3_q_absorbed_fp8", True),  # e4m3 codes of a row already times RN(1 / q_scale)
+    ("gqa_kv", "llama3_8b_k_fp8_p16", True),
     ("dsv4_mainkv", "dsv4_mainkv_v41_fp4_p64", True),  # V4.1 fp4's divided e4m3 group scales
     ("dsv4_mainkv", "dsv4_mainkv_v41_p64", True),  # SGLang's V4.1 rounds the row through bf16
     ("mla", "deepseek_v3_kv_bf16_p64", False),
@@ -178,3 +180,29 @@ def test_elsewhere_the_flag_is_a_no_op() -> None:
     """A store with no such operation compiles the same machine code with and without the flag."""
     got = sass_ops("mla", "deepseek_v3_kv_bf16_p64", ["t32.b2.v2.pf", "t32.b2.v2.pf.lm"], "sm_90a")
     assert got["t32.b2.v2.pf"] == got["t32.b2.v2.pf.lm"]
+
+
+@pytest.mark.pure
+def test_a_spec_wide_tune_section_times_the_flag_only_where_it_changes_the_code() -> None:
+    """`tune: {lean_math: [false, true]}` (or rope_rows, hw_convert: the flags that are a no-op elsewhere) keeps the
+    other value for the kernels that have use for it and the default alone for the rest."""
+    from kernelgen.spec.launchparams import LAUNCH_PARAMS
+
+    assert {p.name for p in LAUNCH_PARAMS if p.noop_elsewhere} == {"hw_convert", "rope_rows", "lean_math"}
+    mla = load_spec("mla")
+    bf16, fp8 = mla.variant("deepseek_v3_kv_bf16_p64"), mla.variant("deepseek_v3_kv_fp8_p64")
+    assert default_space(bf16, {"lean_math": (False, True)}).get("lean_math") == (False,)
+    assert default_space(bf16, {"lean_math": (True,)}).get("lean_math") == (False,)
+    assert default_space(fp8, {"lean_math": (False, True)}).get("lean_math") == (False, True)
+    assert default_space(fp8, {"lean_math": (False,)}).get("lean_math") == (False,)
+
+
+@pytest.mark.build
+@SASS
+def test_the_lean_per_tensor_fp8_store_drops_the_multiply_by_one() -> None:
+    """A per-tensor fp8 K append (the row already times the scale): one FMUL per stored value fewer (t16.b4.v8 holds 8
+    values a thread), nothing else added."""
+    got = sass_ops("gqa_kv", "llama3_8b_k_fp8_p16", ["t16.b4.v8.pf", "t16.b4.v8.pf.lm"], "sm_90a")
+    plain, lean = got["t16.b4.v8.pf"], got["t16.b4.v8.pf.lm"]
+    assert plain.get("FMUL", 0) - lean.get("FMUL", 0) == 8
+    assert sum(plain.values()) - sum(lean.values()) == 8

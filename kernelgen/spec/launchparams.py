@@ -55,6 +55,10 @@ class LaunchParam:
     # them): a tuning record's choice of one holds for the kernels of specs that made it (Variant.promises), not for
     # another spec's kernel or a Python-built variant of the same content key; those choose again without it.
     promise: bool = False
+    # Its other values change the code only where `values` offers them (a no-op elsewhere: hw_convert for a bf16 store,
+    # rope_rows without M-RoPE, lean_math without such a scale): a spec's `tune:` values are kept there alone, so a
+    # spec-wide `tune: {lean_math: [false, true]}` does not time one kernel twice.
+    noop_elsewhere: bool = False
 
     @property
     def default(self) -> object:
@@ -109,12 +113,14 @@ LEAN_MATH_SCALES = frozenset({"fp32_divided", "fp32_pow2", "fp32_pow2_floor", "e
 
 
 def _lean_math_values(v: VariantLike) -> tuple[object, ...]:
-    """Off, and on too where the store divides by a scale (per tensor, token or group) or computes vLLM's
-    power-of-two group scale, or the row is rounded through bf16; elsewhere the flag compiles the same code."""
+    """Off, and on too where the store divides by a scale (per tensor, token or group), computes vLLM's power-of-two
+    group scale or writes e4m3 codes of a row already scaled (no multiply by 1 per value), or the row is rounded
+    through bf16; elsewhere the flag compiles the same code."""
     from .formats import format_of
 
     fmt = format_of(v)
-    lean = fmt.scale_divides or any(p.scale in LEAN_MATH_SCALES for p in fmt.parts)
+    lean = fmt.scale_divides or any(p.scale in LEAN_MATH_SCALES or (p.encoding, p.scale) == ("e4m3", "none")
+                                    for p in fmt.parts)
     return (False, True) if lean or v.round_through_bf16 or v.round_norm_bf16 else (False,)
 
 
@@ -183,7 +189,7 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "reference like every candidate's; other targets and other stores compile the software path (a no-op)",
         token="hw", id_pos=6, compiled=True, cpp="kHwConvert",
         tune="hw_convert", space_pos=6, values=_hw_convert_values, tie_pos=6, prefer="low",
-        capabilities=HW_E2M1_CAPABILITIES),
+        capabilities=HW_E2M1_CAPABILITIES, noop_elsewhere=True),
     LaunchParam(
         "min_blocks", int,
         "the minimum resident blocks per SM asked of the compiler (__launch_bounds__'s second argument: it caps the "
@@ -211,7 +217,7 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "chunk), each pair's value then picked from its stream's, instead of one scalar load per value from the row "
         "its stream names; a candidate only where the rotation reads several position streams (elsewhere a no-op)",
         token="rr", id_pos=9, compiled=True, cpp="kRopeRows",
-        tune="rope_rows", space_pos=9, values=_rope_rows_values, tie_pos=9, prefer="low"),
+        tune="rope_rows", space_pos=9, values=_rope_rows_values, tie_pos=9, prefer="low", noop_elsewhere=True),
     LaunchParam(
         "early_reads", bool,
         "a PDL launch reads each token's slot, position(s) and cos/sin row before griddepcontrol.wait (overlapping "
@@ -226,13 +232,13 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "lean_math", bool,
         "the stores' correctly rounded divides by a scale shared by many values (vLLM's per-tensor k_scale, its "
         "indexer's per-token scale, V4.1 fp4's group scales) as RN(1 / s) once and two Markstein corrections per value "
-        "with one range check per chunk, instead of div.rn's check and slow-path branch per value; and the fp8_ds_mla "
-        "group scale exp2f(ceilf(log2f(x))) read off x's bits where log2f's rounding cannot move it; and a row's "
-        "rounding through bf16 two values per convert. The same bytes (the sequences are exact where they run; "
-        "elsewhere the library calls run), checked by the tuner like every candidate; offered only where a store has "
-        "such a scale or the row is rounded through bf16 (elsewhere a no-op)",
+        "with one range check per chunk, instead of div.rn's check and slow-path branch per value; the fp8_ds_mla "
+        "group scale exp2f(ceilf(log2f(x))) read off x's bits where log2f's rounding cannot move it; e4m3 codes of a "
+        "row already scaled without a multiply by 1 per value; a row's rounding through bf16 two values per convert. "
+        "The same bytes (the sequences are exact where they run; elsewhere the library calls run), checked by the "
+        "tuner like every candidate; offered only where a store has such an operation (elsewhere a no-op)",
         token="lm", id_pos=11, compiled=True, cpp="kLeanMath",
-        tune="lean_math", space_pos=11, values=_lean_math_values, tie_pos=11, prefer="low"),
+        tune="lean_math", space_pos=11, values=_lean_math_values, tie_pos=11, prefer="low", noop_elsewhere=True),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}

@@ -185,7 +185,7 @@ class VariantResult:
     record: Any = None  # records.Record as written (merged with what its file held), where one was
 
 
-MEMORY_SHARE = 0.85  # of the GPU's memory, what one bucket's timing inputs may take (the rest: CUDA's context, the module)
+MEMORY_SHARE = 0.85  # of the GPU's memory, what one bucket's timing inputs may take (the rest: CUDA, the module)
 
 
 def fitting_buckets(v: Variant | Group, buckets: tuple[int, ...], memory_gb: int) -> tuple[int, ...]:

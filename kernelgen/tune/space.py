@@ -55,6 +55,8 @@ def default_space(v: Variant, overrides: dict[str, tuple[object, ...]] | None = 
     out = []
     for p in PARAMS:
         values = tuple(overrides.get(p.tune, p.values(v)))
+        if p.noop_elsewhere and p.tune in overrides:  # the other values only where they change the code
+            values = tuple(x for x in values if x == p.default or x in p.values(v)) or (p.default,)
         if p.capabilities and capability != ANY_GPU and capability not in p.capabilities:
             if p.tune in overrides and any(x != p.default for x in values):
                 raise TuningError(f"tune: {p.tune} {list(values)}: its other values need a GPU of compute capability "
