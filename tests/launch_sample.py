@@ -28,6 +28,22 @@ def _values(launch: Launch) -> set[tuple[str, object]]:
     return {(p.name, getattr(launch, p.name)) for p in COMPILED}
 
 
+def sample_compile_failures(kernel: Any, candidates: list[Launch],
+                            archs: tuple[str, ...] = ("sm_90a", "sm_100a", "sm_120a")) -> list[str]:
+    """Compile the representative sample of candidates (at least three) of a variant or group for every target; the
+    failures' messages (empty: all compiled). For the build tier's checks that a launch flag's candidates build
+    everywhere."""
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import compile_only
+    from kernelgen.tune.runner import tuning_plan
+
+    rows = representative(candidates)
+    assert len(rows) >= 3, [c.id for c in rows]
+    results = compile_only([kernel], toolchain.detect(), archs, plan=tuning_plan(kernel, rows))
+    assert results
+    return [r.message for r in results if not r.ok]
+
+
 def representative(candidates: list[Launch]) -> list[Launch]:
     """The default (candidates[0], as tune.space.candidates orders them) and, greedily, the candidate that adds
     the most (parameter, value) pairs not yet covered (the first such in candidate order), until every value of

@@ -213,15 +213,9 @@ def test_the_lean_candidates_compile_for_every_target() -> None:
     """A sample of the `.lm` candidates (every value of every compiled parameter among them, as the GPU tier samples)
     of the stores that use it compiles for sm_90a, sm_100a and sm_120a, the Blackwell builds with their own paths
     (hw_convert's e2m1 beside the lean divide of V4.1 fp4)."""
-    from kernelgen.build import toolchain
-    from kernelgen.build.lifecycle import compile_only
-    from kernelgen.tune.runner import tuning_plan
-
-    from launch_sample import representative
+    from launch_sample import sample_compile_failures
 
     for spec, name in (("mla", "deepseek_v3_kv_fp8dsmla_p64"), ("dsv4_mainkv", "dsv4_mainkv_v41_fp4_p64")):
         v = load_spec(spec).variant(name)
-        rows = representative([c for c in candidates(v, default_space(v, capability="12.0"))[0] if c.lean_math])
-        assert len(rows) >= 3
-        results = compile_only([v], toolchain.detect(), ("sm_90a", "sm_100a", "sm_120a"), plan=tuning_plan(v, rows))
-        assert results and all(r.ok for r in results), [r.message for r in results if not r.ok]
+        lean = [c for c in candidates(v, default_space(v, capability="12.0"))[0] if c.lean_math]
+        assert not sample_compile_failures(v, lean)
