@@ -67,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if kind == "skipped":
                 common.err.print(f"{name}: buckets {', '.join(map(str, event['buckets']))} not timed: a call's inputs "
                                  f"need about {event['need_gb']} GiB there, past what fits the GPU's {event['gpu_gb']} "
-                                 "GB; the last bucket timed serves them", markup=False)
+                                 "GiB; the last bucket timed serves them", markup=False)
                 return
             if not common.err.is_terminal and kind in ("done", "fail"):
                 detail = json_line(event) if kind != "done" else f"choice {event['outcome']['choice']}"

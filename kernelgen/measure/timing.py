@@ -5,7 +5,6 @@ import statistics
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..codegen.checks import ARGS
-from ..codegen.launch import resolve as resolve_member
 from ..codegen.render import members
 from ..layout.layout import layout_of
 from ..spec.group import Group
@@ -33,7 +32,7 @@ def workload_peak_bytes(v: Variant | Group, num_tokens: int) -> int:
     """An upper estimate of the GPU memory the timing inputs of one call take while they are made: every member's
     rows twice (a launch group packs them into one copy), the float32 draw of the widest member's rows, and pages for
     twice the batch (a decode pool). The tuner times a bucket only where this fits the GPU (runner.fitting_buckets)."""
-    ms = [resolve_member(m.variant) for m in members(v)]
+    ms = [m.variant for m in members(v)]  # resolved
     rows = sum(num_tokens * m.x_width * m.elem_bytes for m in ms)
     staging = max(num_tokens * m.x_width * STAGING_BYTES for m in ms)
     pages = sum(2 * num_tokens * layout_of(m).written_bytes_per_token for m in ms)

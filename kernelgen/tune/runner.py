@@ -249,7 +249,7 @@ def tune(variants: list[Variant], spec_path: str, space_overrides: dict[str, tup
             on_event(v.name, {"event": "skipped", "buckets": skipped, "gpu_gb": gpu.memory_gb,
                               "need_gb": round(workload_peak_bytes(v, skipped[0]) / 2**30, 1)})
         if not timed:
-            return VariantResult(v, None, None, f"not one bucket's inputs fit the GPU's {gpu.memory_gb} GB")
+            return VariantResult(v, None, None, f"not one bucket's inputs fit the GPU's {gpu.memory_gb} GiB")
         failures = compile_failures[v.name]
         job = Job(spec_path, v.name, [c.id for c in cs], list(timed), list(archs),
                   str(cache_dir) if cache_dir else None, {"failures": failures})

@@ -252,9 +252,13 @@ __device__ __forceinline__ float rcp_rn_in_range(float b) {
 constexpr uint32_t kLeanDivLo = 0x21800000u;  // the bits of 2^-60
 constexpr uint32_t kLeanDivHi = 0x5D800000u;  // the bits of 2^60
 
+__device__ __forceinline__ bool lean_div_bits(uint32_t bits) {  // a float in [2^-60, 2^60] (a sign bit fails)
+  return bits - kLeanDivLo <= kLeanDivHi - kLeanDivLo;
+}
+
 __device__ __forceinline__ bool lean_div_operand(float a) {  // |a| in [2^-60, 2^60], or a == +-0
   const uint32_t m = float_bits(a) & 0x7FFFFFFFu;
-  return m - kLeanDivLo <= kLeanDivHi - kLeanDivLo || m == 0u;
+  return lean_div_bits(m) || m == 0u;
 }
 
 __device__ __forceinline__ float div_corrected(float a, float b, float inv_b) {
@@ -270,7 +274,7 @@ __device__ __noinline__ float div_rn_call(float a, float b) { return __fdiv_rn(a
 // then div.rn runs).
 template <int N>
 __device__ __forceinline__ void div_shared(float (&q)[N], const float (&a)[N], float b, float inv_b) {
-  bool ok = float_bits(b) - kLeanDivLo <= kLeanDivHi - kLeanDivLo;  // b > 0 in range (a sign bit fails)
+  bool ok = lean_div_bits(float_bits(b));  // b > 0 in range
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     q[k] = div_corrected(a[k], b, inv_b);
