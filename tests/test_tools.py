@@ -341,3 +341,17 @@ def test_flashinfer_side_by_side_counts_code_steps_with_signs(monkeypatch: pytes
     assert got["bytes_differ"] == 3
     assert got["values"] == {"values": 3 * 8 * 128, "differ": 2, "max_steps": 2, "rows_differ": 2}
     assert got["scales"] == {"values": 3 * 8 * 8, "differ": 1, "max_steps": 1, "rows_differ": 1}
+
+
+def test_ablate_cuts_apply_to_the_current_headers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every cut of tools/ablate.py edits text the kernel headers hold exactly once (a stale cut would time the
+    intact kernel under its name), each cut changes its headers, and a cut whose text is gone is refused by name."""
+    ablate = _tool(monkeypatch, "ablate")
+    intact = ablate.headers_with([], tmp_path / "intact") / "kernelgen"
+    for cut, (_, edits) in ablate.CUTS.items():
+        cut_dir = ablate.headers_with([cut], tmp_path / cut) / "kernelgen"
+        changed = {h.name for h in cut_dir.iterdir() if h.read_bytes() != (intact / h.name).read_bytes()}
+        assert changed == {header for header, _, _ in edits}, cut
+    monkeypatch.setitem(ablate.CUTS, "gone", ("a cut of text no header holds", [("kernel.cuh", "no such text", "")]))
+    with pytest.raises(SystemExit, match=r"cut 'gone': its text occurs 0 times in kernel.cuh"):
+        ablate.headers_with(["gone"], tmp_path / "gone")

@@ -102,9 +102,12 @@ def _time(make_call, n: int, bytes_per_call: int) -> float:
     return rotated_graph_us([make_call(s) for s in range(sets)])
 
 
-def mainkv(peer, tokens: tuple[int, ...], roofline: float) -> list[dict[str, object]]:
+def mainkv(peer, tokens: tuple[int, ...], roofline: float, layouts: tuple[str, ...] = tuple(MAINKV)
+           ) -> list[dict[str, object]]:
     rows = []
     for layout, name in MAINKV.items():
+        if layout not in layouts:
+            continue
         op = kernelgen.load("dsv4_mainkv", name)
         lay = layout_of(op.variant)
         scale = torch.ones(1, device="cuda")
@@ -200,15 +203,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", default=",".join(map(str, TOKENS)))
     p.add_argument("--json", default="")
     p.add_argument("--skip", default="", help="comma-separated sections to skip: mainkv, mla")
+    p.add_argument("--layouts", default=",".join(MAINKV), help="comma-separated main-KV layouts to run")
     args = p.parse_args(argv)
     tokens = tuple(int(t) for t in args.tokens.split(","))
+    layouts = tuple(args.layouts.split(","))
+    if not set(layouts) <= set(MAINKV):
+        p.error(f"--layouts: unknown {', '.join(sorted(set(layouts) - set(MAINKV)))}; known: {', '.join(MAINKV)}")
     peer = peer_sglang.load(args.lib)
     roofline, floor = copy_roofline_gbs(), empty_kernel_floor_us()
     print(f"copy roofline {roofline:.0f} GB/s, empty-kernel floor {floor:.2f} us", flush=True)
     out: dict[str, object] = {"roofline_gbs": roofline, "floor_us": floor, "gpu": torch.cuda.get_device_name()}
     skip = set(args.skip.split(","))
     if "mainkv" not in skip:
-        out["mainkv"] = mainkv(peer, tokens, roofline)
+        out["mainkv"] = mainkv(peer, tokens, roofline, layouts)
     if "mla" not in skip:
         out["mla"] = mla(peer, tokens, roofline)
     if args.json:
