@@ -188,7 +188,8 @@ def test_a_spec_wide_tune_section_times_the_flag_only_where_it_changes_the_code(
     other value for the kernels that have use for it and the default alone for the rest."""
     from kernelgen.spec.launchparams import LAUNCH_PARAMS
 
-    assert {p.name for p in LAUNCH_PARAMS if p.noop_elsewhere} == {"hw_convert", "rope_rows", "lean_math"}
+    assert {p.name for p in LAUNCH_PARAMS if p.noop_elsewhere} == {"hw_convert", "rope_rows", "lean_math",
+                                                                   "bracket_codes"}
     mla = load_spec("mla")
     bf16, fp8 = mla.variant("deepseek_v3_kv_bf16_p64"), mla.variant("deepseek_v3_kv_fp8_p64")
     assert default_space(bf16, {"lean_math": (False, True)}).get("lean_math") == (False,)

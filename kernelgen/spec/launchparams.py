@@ -124,6 +124,17 @@ def _lean_math_values(v: VariantLike) -> tuple[object, ...]:
     return (False, True) if lean or v.round_through_bf16 or v.round_norm_bf16 else (False,)
 
 
+def _bracket_codes_values(v: VariantLike) -> tuple[object, ...]:
+    """Off, and on too where the store's e4m3 codes are of a correctly rounded divide (vLLM's per-tensor k_scale, its
+    indexer's per-token scale); elsewhere the flag compiles the same code."""
+    from .formats import format_of
+
+    fmt = format_of(v)
+    divided = any(p.encoding == "e4m3" and (fmt.scale_divides or p.scale in ("fp32_divided", "fp32_pow2"))
+                  for p in fmt.parts)
+    return (False, True) if divided else (False,)
+
+
 def _min_blocks(space_point: Mapping[str, object]) -> int:
     """The tuning space names occupancy by the threads an SM must hold (the same value means the same register cap
     for every block size); the compiled field is the blocks that makes, rounded up (0: no bound)."""
@@ -239,6 +250,16 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "tuner like every candidate; offered only where a store has such an operation (elsewhere a no-op)",
         token="lm", id_pos=11, compiled=True, cpp="kLeanMath",
         tune="lean_math", space_pos=11, values=_lean_math_values, tie_pos=11, prefer="low", noop_elsewhere=True),
+    LaunchParam(
+        "bracket_codes", bool,
+        "e4m3 codes of a correctly rounded divide (vLLM's per-tensor k_scale, its indexer's per-token scale) read off "
+        "one multiply: the quotient RN(v x RN(1 / s)) is bracketed by its products with 1 -+ 2^-21, and where both "
+        "convert to the same code that is the code of RN(v / s) (the conversion is monotone); a quotient within about "
+        "2^-21 of a rounding midpoint (8 in 10^6 values), a dividend past 2^60 or a scale outside [2^-60, 2^60] takes "
+        "the divide. The same bytes, checked by the tuner like every candidate; offered only where a store divides "
+        "into e4m3 codes (elsewhere a no-op)",
+        token="bc", id_pos=12, compiled=True, cpp="kBracketCodes",
+        tune="bracket_codes", space_pos=12, values=_bracket_codes_values, tie_pos=12, prefer="low", noop_elsewhere=True),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}

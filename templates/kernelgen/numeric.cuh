@@ -286,6 +286,39 @@ __device__ __forceinline__ void div_shared(float (&q)[N], const float (&a)[N], f
   }
 }
 
+// launch.bracket_codes: the e4m3 codes of RN(a / b) read off one multiply, for b in [2^-60, 2^60] and a finite with
+// |a / b| <= 2^120 (the callers make sure: |a| <= 2^60, or a quotient bounded by the scale's own rule). With y = RN(1 / b) (rcp_rn_in_range) and q0 = RN(a y), a y lies within a
+// relative 2^-24 of a / b and q0 within 2^-24 of a y (a normal product; a subnormal one is below 2^-100, where every
+// code is +-0 and the signs agree), so RN(a / b), itself within 2^-24 of a / b, lies within a relative 2^-22 of q0.
+// lo = RN(q0 (1 - 2^-21)) and hi = RN(q0 (1 + 2^-21)) then lie strictly on either side of it (each rounding moves
+// them by 2^-24 at most), and since the e4m3 conversion (nearest even, saturating) is monotone, equal codes of lo and
+// hi are its codes. Where they differ (a quotient within about 2^-21 of an e4m3 rounding midpoint: about 8 in 10^6
+// values) the caller takes the correctly rounded divide. tests/test_bracket_codes.py replays this in exact arithmetic
+// near every midpoint; the tuner checks every `.bc` candidate's bytes against the reference.
+constexpr float kBracketBelow = 1.0f - 0x1p-21f;
+constexpr float kBracketAbove = 1.0f + 0x1p-21f;
+constexpr float kBracketMaxDividend = 0x1p60f;
+
+// codes[k / 4] byte k % 4 = the e4m3 code of RN(a[k] / b) for every k, where this returns true (else codes hold
+// garbage and the caller divides).
+template <int N>
+__device__ __forceinline__ bool e4m3_codes_bracketed(uint32_t (&codes)[(N + 3) / 4], const float (&a)[N], float inv_b) {
+  static_assert(N % 2 == 0, "e4m3 codes are converted in pairs");
+  uint32_t above[(N + 3) / 4] = {};
+#pragma unroll
+  for (int w = 0; w < (N + 3) / 4; ++w) codes[w] = 0u;
+#pragma unroll
+  for (int k = 0; k < N; k += 2) {
+    const float q0 = __fmul_rn(a[k], inv_b), q1 = __fmul_rn(a[k + 1], inv_b);
+    codes[k / 4] |= e4m3x2(__fmul_rn(q0, kBracketBelow), __fmul_rn(q1, kBracketBelow)) << (8 * (k % 4));
+    above[k / 4] |= e4m3x2(__fmul_rn(q0, kBracketAbove), __fmul_rn(q1, kBracketAbove)) << (8 * (k % 4));
+  }
+  bool same = true;
+#pragma unroll
+  for (int w = 0; w < (N + 3) / 4; ++w) same &= codes[w] == above[w];  // no short-circuit: one test per word
+  return same;
+}
+
 // a / D for a >= 0 as div.rn gives it wherever a / D is normal, inf or NaN (div_by for finite a, else div.rn); a
 // subnormal quotient may differ in its last place, which the callers' floors (1e-4, 2^-9) hide.
 template <int D>

@@ -78,13 +78,26 @@ __device__ __forceinline__ void store_e4m3(const Row<Cfg>& r, int c, float inv_s
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
 }
 
+// The e4m3 codes of RN(a[k] / b), correctly rounded divides kept out of line (launch.bracket_codes' rare path: a
+// quotient near a rounding midpoint, a scale or dividend outside the bracket's range).
+template <int N>
+__device__ __forceinline__ void e4m3_codes_divided(uint32_t (&codes)[(N + 3) / 4], const float (&a)[N], float b) {
+#pragma unroll
+  for (int w = 0; w < (N + 3) / 4; ++w) codes[w] = 0u;
+#pragma unroll
+  for (int k = 0; k < N; k += 2) codes[k / 4] |= e4m3x2(div_rn_call(a[k], b), div_rn_call(a[k + 1], b)) << (8 * (k % 4));
+}
+
 // vLLM's indexer writer (kFp8Vllm, kFp8VllmUe8m0): codes of v / scale, a correctly rounded divide as
 // vLLM's fp8::scaled_convert computes them.
 template <class Cfg>
 __device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
                                                    bool write) {
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
-  if constexpr (Cfg::kLeanMath) {
+  if constexpr (Cfg::kBracketCodes) {  // |v / scale| <= 448 (1 + 2^-22): the scale is the row's amax / 448 or more
+    if (!lean_div_bits(float_bits(scale)) || !e4m3_codes_bracketed(words, r.v[c], rcp_rn_in_range(scale)))
+      e4m3_codes_divided(words, r.v[c], scale);
+  } else if constexpr (Cfg::kLeanMath) {
     float q[Cfg::kVec];
     div_shared(q, r.v[c], scale, rcp_rn_in_range(scale));
 #pragma unroll
@@ -94,6 +107,18 @@ __device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, flo
     for (int k = 0; k < Cfg::kVec; k += 2)
       words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
   }
+#pragma unroll
+  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
+  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
+}
+
+// launch.bracket_codes over the undivided chunk c of a row divided by a per-tensor scale (|v| <= 2^60, scale in
+// [2^-60, 2^60]): the codes of RN(v / scale), near a rounding midpoint by the correctly rounded divide.
+template <class Cfg>
+__device__ __forceinline__ void store_bracketed(const Row<Cfg>& r, int c, float scale, float inv_scale, uint8_t* dst,
+                                                bool nan_row, bool write) {
+  uint32_t words[(Cfg::kVec + 3) / 4];
+  if (!e4m3_codes_bracketed(words, r.v[c], inv_scale)) e4m3_codes_divided(words, r.v[c], scale);
 #pragma unroll
   for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
@@ -328,11 +353,29 @@ __device__ __forceinline__ void round_bf16_if(Row<Cfg>& r) {  // every value of 
 template <class Cfg>
 __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* page, int off, bool write) {
   round_bf16_if<Cfg::kRoundBf16>(r);
+  // launch.bracket_codes for a row divided by a per-tensor scale (vLLM's scaled_convert): the codes of each chunk
+  // whose dividends are finite and at most 2^60 (quotients at most 2^120: finite, as the row's vote needs) read off
+  // one multiply (e4m3_codes_bracketed); the row's vote then reads the undivided values, finite exactly where the
+  // quotients are.
+  constexpr bool kBracket = Cfg::kBracketCodes && Cfg::kGlobal == GlobalScale::kDivide && Cfg::kEncoder == Encoder::kE4m3;
+  float chunk[Geometry<Cfg>::kChunks];
+  bool bracketed[Geometry<Cfg>::kChunks] = {};
+  [[maybe_unused]] const bool scale_ok = kBracket && lean_div_bits(float_bits(global_scale));
   if constexpr (Cfg::kGlobal == GlobalScale::kTimes || Cfg::kGlobal == GlobalScale::kTimesReciprocal) {
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
+  } else if constexpr (kBracket) {  // codes from the undivided row (store_bracketed); dividends past 2^60 divided here
+#pragma unroll
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      chunk[c] = chunk_amax(r, c);  // NaN or inf: not bracketed, divided (the quotient then marks the row)
+      bracketed[c] = scale_ok && chunk[c] <= kBracketMaxDividend;
+      if (bracketed[c]) continue;
+#pragma unroll
+      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = div_rn_call(r.v[c][k], global_scale);
+      chunk[c] = chunk_amax(r, c);
+    }
   } else if constexpr (Cfg::kGlobal == GlobalScale::kDivide) {  // vLLM's scaled_convert: a correctly rounded divide
     if constexpr (Cfg::kLeanMath) {
       const float inv = rcp_rn_in_range(global_scale);
@@ -351,9 +394,10 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
     }
   }
   // Every store starts from the per-chunk amax and the row's NaN vote (see above).
-  float chunk[Geometry<Cfg>::kChunks];
+  if constexpr (!kBracket) {
 #pragma unroll
-  for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) chunk[c] = chunk_amax(r, c);
+  }
   const bool nan_row = row_not_finite(r, chunk);
   if constexpr (Cfg::kEncoder == Encoder::kHalf) {
 #pragma unroll
@@ -369,9 +413,18 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
   } else if constexpr (Cfg::kEncoder == Encoder::kE2m1E4m3) {
     store_e2m1_e4m3(r, chunk, nan_row, page, off, write);
   } else if constexpr (Cfg::kEncoder == Encoder::kE4m3) {  // the row already times RN(1 / s): plain codes
+    [[maybe_unused]] const float inv_scale = kBracket ? rcp_rn_in_range(global_scale) : 1.f;
 #pragma unroll
-    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_e4m3<Cfg, true>(r, c, 1.f, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
+      uint8_t* dst = page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c);
+      if constexpr (kBracket) {
+        if (bracketed[c]) {
+          store_bracketed(r, c, global_scale, inv_scale, dst, nan_row, write);
+          continue;
+        }
+      }
+      store_e4m3<Cfg, true>(r, c, 1.f, dst, nan_row, write);
+    }
   } else {
     static_assert(kNoStoreCode<Cfg::kStore>, "this store format's encoder has no device code in store()");
   }

@@ -1,0 +1,180 @@
+"""launch.bracket_codes: e4m3 codes of a correctly rounded divide read off one multiply (numeric.cuh
+e4m3_codes_bracketed), as a tuner candidate.
+
+Where a store's e4m3 codes are of RN(v / s) (vLLM's scaled_convert with its per-tensor k_scale; its indexer's per-token
+scale), the flag takes q0 = RN(v x RN(1 / s)) and converts RN(q0 (1 - 2^-21)) and RN(q0 (1 + 2^-21)): the true quotient
+lies strictly between them, the conversion is monotone, so where the two codes agree they are the quotient's; where
+they differ (a quotient within about 2^-21 of an e4m3 rounding midpoint) the kernel divides. Same bytes: the sequence
+is replayed here step by step (each product exact in float64, one rounding) against the correctly rounded quotient's
+codes on quotients at every e4m3 midpoint and a few float32 steps from it, for divisors across the range the kernel
+admits; a bracket one rounding narrower fails the same replay, so the check can fail. The tuner checks every `.bc`
+candidate's bytes against the reference before it may choose one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kernelgen import knobs
+from kernelgen.codegen.launch import resolve
+from kernelgen.layout.codec import e4m3_decode, e4m3_encode
+from kernelgen.spec.launchparams import BY_NAME
+from kernelgen.spec.parse import load_spec
+from kernelgen.spec.variant import Launch
+from kernelgen.tune.space import candidates, default_space
+
+from sass_ops import sass_ops
+from test_lean_math import correctly_rounded
+
+F32 = np.float32
+WIDTH = 2.0 ** -21  # numeric.cuh kBracketBelow / kBracketAbove
+MAX_DIVIDEND = 2.0 ** 60  # kBracketMaxDividend; the divisor's range is lean_div_bits' [2^-60, 2^60]
+
+
+def _codes(q: np.ndarray) -> np.ndarray:
+    return e4m3_encode(torch.from_numpy(np.ascontiguousarray(q, dtype=F32))).numpy()
+
+
+def bracketed(a: np.ndarray, b: np.ndarray, width: float = WIDTH) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, agreed): numeric.cuh e4m3_codes_bracketed step by step; codes hold where agreed."""
+    y = correctly_rounded(np.ones_like(b), b).astype(np.float64)  # rcp_rn_in_range: RN(1 / b)
+    q0 = (a.astype(np.float64) * y).astype(F32)  # the product of two floats is exact in float64: one rounding
+    below = (q0.astype(np.float64) * float(F32(1 - width))).astype(F32)
+    above = (q0.astype(np.float64) * float(F32(1 + width))).astype(F32)
+    lo, hi = _codes(below), _codes(above)
+    return lo, lo == hi
+
+
+def _midpoints() -> np.ndarray:
+    """Every positive e4m3 rounding midpoint (between neighbouring codes, subnormals included) and the saturation
+    bound's neighbourhood: the quotients where the code turns."""
+    values = np.sort(np.unique(e4m3_decode(torch.arange(0, 0x7F, dtype=torch.uint8)).numpy().astype(np.float64)))
+    mids = (values[:-1] + values[1:]) / 2
+    return np.concatenate([mids, [448.0, 464.0, 480.0]]).astype(F32)
+
+
+def _hard_cases(rng: np.random.Generator, divisors: np.ndarray, steps: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Dividends a = RN(m b) for every midpoint m moved by up to `steps` float32 steps each way, both signs, each
+    divisor: quotients at and around every point where the code turns."""
+    mids = _midpoints()
+    near = [mids]
+    up, down = mids.copy(), mids.copy()
+    for _ in range(steps):
+        up, down = np.nextafter(up, F32(np.inf)), np.nextafter(down, F32(-np.inf))
+        near += [up, down]
+    m = np.concatenate(near)
+    a = (m[None, :].astype(np.float64) * divisors[:, None].astype(np.float64)).astype(F32).ravel()
+    b = np.repeat(divisors, m.size)
+    sign = np.where(rng.random(a.size) < 0.5, F32(-1), F32(1))
+    return a * sign, b
+
+
+def _divisors(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Divisors across [2^-60, 2^60]: random mantissas (all-ones and zero among them) at random exponents, plus the
+    range's ends and vLLM's usual k_scale of 1."""
+    exps = rng.integers(-60, 60, n)
+    mant = rng.integers(0, 1 << 23, n, dtype=np.int64)
+    mant[:4] = [0, (1 << 23) - 1, 1, (1 << 22)]
+    b = ((exps + 127).astype(np.int64) << 23 | mant).astype(np.uint32).view(F32)
+    return np.concatenate([b, np.array([2.0 ** -60, 2.0 ** 60, 1.0, 0.0625, 3.0], dtype=F32)])
+
+
+@pytest.mark.pure
+def test_agreed_codes_are_the_correctly_rounded_quotients_codes_at_every_midpoint() -> None:
+    rng = np.random.default_rng(7)
+    a, b = _hard_cases(rng, _divisors(rng, 48))
+    codes, agreed = bracketed(a, b)
+    exact = _codes(correctly_rounded(a, b))
+    assert agreed.any() and (~agreed).any()  # the hard cases reach both paths
+    wrong = np.flatnonzero(agreed & (codes != exact))
+    assert wrong.size == 0, f"{wrong.size} agreed codes differ, e.g. a={a[wrong[0]]!r} b={b[wrong[0]]!r}"
+
+
+@pytest.mark.pure
+def test_a_bracket_one_rounding_narrower_gives_wrong_codes_on_the_same_cases() -> None:
+    """The replay has teeth: with 2^-24 instead of 2^-21 the two products can agree on the wrong side of a midpoint."""
+    rng = np.random.default_rng(7)
+    a, b = _hard_cases(rng, _divisors(rng, 48))
+    codes, agreed = bracketed(a, b, width=2.0 ** -24)
+    assert (agreed & (codes != _codes(correctly_rounded(a, b)))).any()
+
+
+@pytest.mark.pure
+def test_random_rows_rarely_take_the_divide_and_edges_agree() -> None:
+    """Model-like rows (normal values over a per-tensor scale) take the divide for a few values in 10^5; zeros of both
+    signs, tiny dividends (quotients far below e4m3's smallest code), dividends up to 2^60 and quotients past 448
+    (saturated) agree with the correctly rounded quotient's codes wherever the bracket agrees."""
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal(1 << 20) * 3).astype(F32)
+    b = np.full(a.size, F32(0.0123), dtype=F32)
+    codes, agreed = bracketed(a, b)
+    assert (~agreed).mean() < 1e-4
+    assert np.array_equal(codes[agreed], _codes(correctly_rounded(a, b))[agreed])
+    edge_a = np.array([0.0, -0.0, 1e-30, -1e-30, 2.0 ** -149, 2.0 ** 60, -(2.0 ** 60), 449.0, 1e20, 3.0], dtype=F32)
+    for scale in (2.0 ** -60, 2.0 ** -20, 1.0, 2.0 ** 60):
+        bb = np.full(edge_a.size, F32(scale), dtype=F32)
+        codes, agreed = bracketed(edge_a, bb)
+        exact = _codes(correctly_rounded(edge_a, bb))
+        assert np.array_equal(codes[agreed], exact[agreed]), scale
+        assert agreed[:2].all() and list(codes[:2]) == [0x00, 0x80]  # signed zeros keep their sign
+
+
+@pytest.mark.pure
+def test_the_space_offers_bracket_codes_only_where_a_store_divides_into_e4m3_codes() -> None:
+    param = BY_NAME["bracket_codes"]
+    offered = {}
+    for spec in ("mla", "attention_prep", "vllm_dsv32_indexer", "dsv4_mainkv"):
+        for v in load_spec(spec).variants:
+            offered[v.name] = param.values(v)
+    assert offered["deepseek_v3_kv_fp8_p64"] == (False, True)  # vLLM concat_and_cache_mla fp8: v / k_scale
+    assert offered["llama3_8b_vllm_fp8_k"] == (False, True)
+    assert offered["vllm_dsv32_indexer_fp8vllm_p64"] == (False, True)  # per-token scale, divided
+    assert offered["deepseek_v3_kv_bf16_p64"] == (False,)
+    assert offered["dsv4_mainkv_v41_p64"] == (False,)  # power-of-two scales: a multiply already
+    v = load_spec("mla").variant("deepseek_v3_kv_fp8_p64")
+    points, _ = candidates(v, default_space(v, {"bracket_codes": (False, True)}))
+    assert any(p.bracket_codes for p in points)
+    bf16 = load_spec("mla").variant("deepseek_v3_kv_bf16_p64")
+    points, _ = candidates(bf16, default_space(bf16, {"bracket_codes": (False, True)}))
+    assert not any(p.bracket_codes for p in points)  # a no-op there: never timed twice
+    assert Launch.from_id("t32.b2.v2.pf.pdl.bc").bracket_codes
+    assert resolve(v.with_launch(Launch.from_id("t32.b2.v2.bc"))).launch.id == "t32.b2.v2.bc"
+
+
+SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
+                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
+
+
+@pytest.mark.build
+@SASS
+def test_the_bracketed_build_has_no_divide_on_its_straight_line() -> None:
+    """sm_90a, the MLA fp8 cache (v / k_scale) at t16.b4.v4 (36 values a thread): div.rn's FCHK, reciprocal and
+    corrections per value leave the straight line (what is left is the one out-of-line divide of the rare path), and each value
+    takes two converts instead of one (the bracket's two codes, a pair per instruction)."""
+    got = sass_ops("mla", "deepseek_v3_kv_fp8_p64", ["t16.b4.v4", "t16.b4.v4.bc"], "sm_90a")
+    plain, bracket = got["t16.b4.v4"], got["t16.b4.v4.bc"]
+    assert plain.get("FCHK", 0) >= 32 and bracket.get("FCHK", 0) <= 1, (plain.get("FCHK"), bracket.get("FCHK"))
+    assert plain.get("MUFU.RCP", 0) - bracket.get("MUFU.RCP", 0) >= 32  # one per value, against the norm's and one
+    convert = "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"
+    assert bracket.get(convert, 0) >= 2 * plain.get(convert, 0) > 0  # (and the rare paths' own converts)
+    assert not any(op.startswith(("STL", "LDL")) for op in bracket), "the bracketed path must not touch local memory"
+
+
+@pytest.mark.build
+@SASS
+def test_elsewhere_bracket_codes_is_a_no_op() -> None:
+    got = sass_ops("mla", "deepseek_v3_kv_bf16_p64", ["t32.b2.v2.pf", "t32.b2.v2.pf.bc"], "sm_90a")
+    assert got["t32.b2.v2.pf"] == got["t32.b2.v2.pf.bc"]
+
+
+@pytest.mark.build
+def test_the_bracketed_candidates_compile_for_every_target() -> None:
+    """A sample of the `.bc` candidates (every value of every compiled parameter among them) of the per-tensor and the
+    per-token divided stores compiles for sm_90a, sm_100a and sm_120a."""
+    from launch_sample import sample_compile_failures
+
+    for spec, name in (("mla", "deepseek_v3_kv_fp8_p64"), ("vllm_dsv32_indexer", "vllm_dsv32_indexer_fp8vllm_p64")):
+        v = load_spec(spec).variant(name)
+        space = default_space(v, {"bracket_codes": (False, True), "lean_math": (False, True)}, capability="12.0")
+        bracketed_points = [c for c in candidates(v, space)[0] if c.bracket_codes]
+        assert bracketed_points and not sample_compile_failures(v, bracketed_points)
