@@ -4,6 +4,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
+from kernelgen import knobs
+
+# The build tier's tests that read machine code skip, saying why, where no cuobjdump is found.
+SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
+                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
+
 
 def sass_ops(spec: str, name: str, lids: list[str], arch: str) -> dict[str, dict[str, int]]:
     """Opcode counts of each launch's kernel, every launch compiled in one nvcc run (tools/sass_count.py)."""

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 
-from kernelgen import knobs
 from kernelgen.codegen.launch import resolve
 from kernelgen.layout.codec import e4m3_decode, e4m3_encode
 from kernelgen.spec.launchparams import BY_NAME
@@ -23,7 +22,7 @@ from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space
 
-from sass_ops import sass_ops
+from sass_ops import SASS, sass_ops
 from test_lean_math import correctly_rounded
 
 F32 = np.float32
@@ -139,10 +138,6 @@ def test_the_space_offers_bracket_codes_only_where_a_store_divides_into_e4m3_cod
     assert not any(p.bracket_codes for p in points)  # a no-op there: never timed twice
     assert Launch.from_id("t32.b2.v2.pf.pdl.bc").bracket_codes
     assert resolve(v.with_launch(Launch.from_id("t32.b2.v2.bc"))).launch.id == "t32.b2.v2.bc"
-
-
-SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
-                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
 
 
 @pytest.mark.build

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from kernelgen import knobs
 from kernelgen.codegen.guards import precheck
 from kernelgen.codegen.launch import resolve
 from kernelgen.errors import GuardViolation
@@ -21,7 +20,7 @@ from kernelgen.spec.parse import load_spec, parse_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space, rejection
 
-from sass_ops import sass_sequence
+from sass_ops import SASS, sass_sequence
 
 SPEC = load_spec("attention_prep")
 OPT_IN = {"early_reads": (False, True)}
@@ -79,10 +78,6 @@ def test_a_spec_opts_in_through_its_tune_section() -> None:
                       "tune:\n  early_reads: [false, true]\n", "er.yaml")
     v = spec.variant("m_k")
     assert any(c.early_reads for c in candidates(v, default_space(v, spec.tune_overrides()))[0])
-
-
-SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
-                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
 
 
 def _loads_before_wait(ops: list[str]) -> int:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelgen import knobs
 from kernelgen.codegen.launch import resolve
 from kernelgen.spec.launchparams import BY_NAME
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
 
-from sass_ops import sass_ops
+from sass_ops import SASS, sass_ops
 from test_numeric import _round_sum_to_f32
 
 F32 = np.float32
@@ -145,10 +144,6 @@ def test_a_group_is_offered_it_where_any_member_has_use_for_it() -> None:
     g = resolve(load_spec("mla").group("deepseek_v3_layer_fp8"))
     grouped, _ = group_candidates(g, group_space(g))
     assert any(c.lean_math for c in grouped)
-
-
-SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
-                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
 
 
 @pytest.mark.build

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgen import knobs
 from kernelgen.codegen.launch import resolve
 from kernelgen.spec.launchparams import BY_NAME
 from kernelgen.spec.parse import load_spec
 from kernelgen.spec.variant import Launch
 from kernelgen.tune.space import candidates, default_space, group_candidates, group_space
 
-from sass_ops import sass_ops
+from sass_ops import SASS, sass_ops
 
 SPEC = load_spec("attention_prep")
 
@@ -46,10 +45,6 @@ def test_a_group_is_offered_it_where_its_members_rotate_three_streams(group: str
     g = resolve(SPEC.group(group))
     grouped, _ = group_candidates(g, group_space(g))
     assert any(c.rope_rows for c in grouped) == offered
-
-
-SASS = pytest.mark.skipif(knobs.cuobjdump() is None, reason="needs cuobjdump to read the SASS (the test extra's "
-                          "nvidia-cuda-cuobjdump, CUDA's, or KERNELGEN_CUOBJDUMP=path)")
 
 
 @pytest.mark.build
