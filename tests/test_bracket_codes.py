@@ -11,6 +11,8 @@ admits; a bracket one rounding narrower fails the same replay, so the check can 
 candidate's bytes against the reference before it may choose one."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -173,3 +175,98 @@ def test_the_bracketed_candidates_compile_for_every_target() -> None:
         space = default_space(v, {"bracket_codes": (False, True), "lean_math": (False, True)}, capability="12.0")
         bracketed_points = [c for c in candidates(v, space)[0] if c.bracket_codes]
         assert bracketed_points and not sample_compile_failures(v, bracketed_points)
+
+
+@pytest.mark.pure
+def test_the_headers_constants_are_the_ones_replayed_here() -> None:
+    """The device code's bracket and dividend bound are this replay's (a wider or narrower constant there would pass
+    the replay above untouched)."""
+    import re
+
+    from kernelgen.resources import include_dir
+
+    text = (include_dir() / "kernelgen" / "numeric.cuh").read_text()
+
+    def constant(name: str) -> str:
+        found = re.findall(rf"constexpr float {name} = ([^;]+);", text)
+        assert len(found) == 1, name
+        return found[0]
+
+    width = f"0x1p-{-int(np.log2(WIDTH))}f"
+    assert constant("kBracketBelow") == f"1.0f - {width}" and constant("kBracketAbove") == f"1.0f + {width}"
+    assert constant("kBracketMaxDividend") == f"0x1p{int(np.log2(MAX_DIVIDEND))}f"
+
+
+# The kernels with a divided e4m3 store (each variant or group, and launches of it), for the GPU check below.
+DIVIDED = (("mla", "deepseek_v3_kv_fp8_p64", ("t16.b4.v4", "t32.b2.v2")),
+           ("mla", "deepseek_v3_layer_fp8", ("t32.b2.v2",)),
+           ("attention_prep", "llama3_8b_vllm_fp8", ("t8.b8.v8", "t32.b2.v4")),
+           ("vllm_dsv32_indexer", "vllm_dsv32_indexer_fp8vllm_p64", ("t2.b32.v8", "t32.b2.v4")),
+           ("vllm_dsv32_indexer", "vllm_dsv32_indexer_fp8vllmue8m0_p64", ("t8.b8.v8",)))
+# Per-tensor scales the bracket must leave to the divide (0, negative, inf, NaN, outside [2^-60, 2^60], subnormal) or
+# may take (the range's ends, 1, 3, tiny, a model's); None keeps the inputs' own.
+SCALES = (None, 0.0, -1.0, math.inf, math.nan, 2.0 ** -61, 2.0 ** 61, 1e-40, 2.0 ** -60, 2.0 ** 60, 1.0, 3.0, 1e-30,
+          0.0173)
+
+
+def _awkward(inputs: dict, kind: str) -> None:
+    """In place: rows with NaN, inf, -0, dividends past 2^60 and near FLT_MAX ('rows'); weights of 1e30 and 3e38
+    ('weights'); every value an e4m3 rounding midpoint or near one ('midpoints')."""
+    x = inputs["qkv"] if "qkv" in inputs else inputs["x"]
+    if kind == "rows":
+        x[1, 5], x[2, 7], x[13, 2] = math.nan, math.inf, -math.inf
+        x[3], x[5], x[9], x[11] = 1e30, -0.0, -2e18, 3.1875
+        x[4, :64], x[7, 3:9], x[14, 10:] = 3e38, 1e19, 5e37
+    elif kind == "weights":
+        for name, t in inputs.items():
+            if name.endswith("weight") and t is not None:
+                t[:48], t[48:60] = 1e30, 3e38
+    elif kind == "midpoints":
+        mids = torch.tensor([1.0625, 0.0029296875, 0.0009765625, 432.0, 3.1875, 0.013671875, 13.0, 104.0],
+                            device=x.device)
+        x.copy_(mids[torch.arange(x.numel(), device=x.device) % 8].view_as(x))
+
+
+@pytest.mark.gpu
+def test_bracketed_launches_write_their_twins_bytes_on_awkward_rows() -> None:
+    """Every `.bc` launch of the divided stores (with and without `.lm`) writes the bytes of the same launch without
+    `.bc`, on rows the tuner's random inputs never hold: NaN and inf values, dividends past 2^60 and near FLT_MAX,
+    huge weights, exact e4m3 midpoints, and per-tensor scales outside the bracket's range (0, negative, inf, NaN,
+    2^+-61, subnormal) as well as at its ends."""
+    from dataclasses import replace
+
+    from kernelgen.build import toolchain
+    from kernelgen.build.lifecycle import build
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.measure.inputs import call_inputs, group_inputs
+    from kernelgen.runtime.op import Op
+
+    kernels, plans, launches = [], [], []
+    for spec, name, ids in DIVIDED:
+        k = load_spec(spec).kernel(name)
+        ls = [Launch.from_id(i + flags) for i in ids for flags in ("", ".bc", ".lm", ".lm.bc")]
+        kernels.append(k), launches.append(ls), plans.append(plan_routes(k, [(ALL_TOKENS, ls[0])], tuple(ls)))
+    artifacts = build(kernels, toolchain.detect(), toolchain.resolve_archs(None), None, launch_plans=plans)
+    differ = []
+    for k, artifact, ls in zip(kernels, artifacts, launches):
+        op = Op(artifact)
+        index = {c.id: i for i, c in enumerate(op.plan.configs)}
+        for kind in ("random", "rows", "weights", "midpoints"):
+            for scale in SCALES:
+                for seed in (1, 2):
+                    inputs = group_inputs(k, 64, 16, "cuda", seed)
+                    _awkward(inputs, kind)
+                    for name, t in inputs.items():
+                        if scale is not None and name.endswith("scale") and t is not None:
+                            t.fill_(scale)
+                    written = {}
+                    for launch in ls:
+                        mine = {n: (t.clone() if t is not None else None) for n, t in inputs.items()}
+                        op.launch_config(index[launch.instance.id], False, op.tensors(call_inputs(mine)), 1e-6)
+                        written[launch.id] = [t for t in mine.values() if t is not None and t.dtype == torch.uint8]
+                    for launch in ls:
+                        if launch.bracket_codes:
+                            twin = replace(launch, bracket_codes=False).id
+                            if any(not torch.equal(a, b) for a, b in zip(written[launch.id], written[twin])):
+                                differ.append(f"{k.name} {launch.id} {kind} scale={scale} seed={seed}")
+    assert not differ, differ[:5]

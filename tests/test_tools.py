@@ -355,3 +355,17 @@ def test_ablate_cuts_apply_to_the_current_headers(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(ablate.CUTS, "gone", ("a cut of text no header holds", [("kernel.cuh", "no such text", "")]))
     with pytest.raises(SystemExit, match=r"cut 'gone': its text occurs 0 times in kernel.cuh"):
         ablate.headers_with(["gone"], tmp_path / "gone")
+
+
+def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its builds route every token count to the named launch, PDL included (a tuning plan would run the default)."""
+    from kernelgen.spec.parse import load_spec
+    from kernelgen.spec.variant import Launch
+
+    ablate = _tool(monkeypatch, "ablate")
+    v = load_spec("dsv4_mainkv").kernel("dsv4_mainkv_v41_p64")
+    named = Launch.from_id("t128.b1.v4.pf.pdl.er.lm")
+    plan = ablate.plan_for(v, named.id)
+    for n in (1, 32, 1 << 20):
+        config, pdl = plan.pick(n)
+        assert (config, pdl) == (named.instance, True)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 # name: (what it removes, edits). Edits apply to templates/kernelgen/<header>; `text` must occur exactly once.
 CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
-    "nan_vote": ("the row's NaN vote (a barrier or ballot before the stores)", [
+    "nan_vote": ("the row's NaN vote (a barrier or ballot before the stores; finite inputs only: a NaN would hang it)", [
         ("store.cuh", "  const bool bad = !(m <= 3.402823466e38f);\n",
          "  const bool bad = !(m <= 3.402823466e38f);\n  if (m == m) return false;\n"),
     ]),
@@ -37,7 +37,7 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("numeric.cuh", "  if (eps >= kSqrtInRangeMin && eps <= kFastEpsMax) return rcp_rn_in_range(sqrt_rn_in_range(a));\n",
          "  return rsqrtf(a);\n"),
     ]),
-    "exchange": ("the norm's exchange between a token's warps (each warp keeps its own sum)", [
+    "exchange": ("every exchange between a token's warps: the norm's sums and the amaxes (a no-op for a token of one warp)", [
         ("warps.cuh", "  if constexpr (kW == 1) {\n    return v;", "  if constexpr (true) {\n    return v;"),
     ]),
     "rope": ("the rotation", [
@@ -51,11 +51,11 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
          "  } else if constexpr (false) {\n#pragma unroll\n    for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)\n"
          "#pragma unroll\n      for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = bf16_round("),
     ]),
-    "after_norm": ("everything after the norm (no row is written: each warp leaves at its early exit)", [
+    "after_norm": ("everything after the norm (no row is written: each warp leaves at its early exit; norm_then_rope)", [
         ("kernel.cuh", "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;",
          "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok && p.eps < 0.f;"),
     ]),
-    "write_vote": ("the warp's vote before the early exit (every warp goes on)", [
+    "write_vote": ("the warp's vote before the early exit (every warp goes on; norm_then_rope)", [
         ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
          "    normalize(r, o, p);"),
     ]),
@@ -86,13 +86,20 @@ def load(spec: str, variant: str, launch: str, include: Path | None):
     from kernelgen import resources
     from kernelgen.runtime.op import load_variant
     from kernelgen.spec.parse import load_spec
-    from kernelgen.spec.variant import Launch
-    from kernelgen.tune.runner import tuning_plan
 
     if include is not None:
         resources.include_dir = lambda: include  # the build reads the headers through this (lifecycle.py)
     v = load_spec(kernelgen.resources.find_spec(spec)).kernel(variant)
-    return load_variant(v, plan=tuning_plan(v, [Launch.from_id(launch)]))
+    return load_variant(v, plan=plan_for(v, launch))
+
+
+def plan_for(v, launch: str):  # noqa: ANN001, ANN201 (a Variant or Group; a LaunchPlan)
+    """The plan an ablation build holds: the named launch (with its PDL) serving every token count, so that op.launch
+    runs it (a tuning plan would route every count to the variant's default launch)."""
+    from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+    from kernelgen.spec.variant import Launch
+
+    return plan_routes(v, [(ALL_TOKENS, Launch.from_id(launch))])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,11 +123,14 @@ def main(argv: list[str] | None = None) -> None:
     builds = {"intact": []} | {c: [c] for c in cuts} | ({"all cuts": cuts} if len(cuts) > 1 else {})
     work = Path(tempfile.mkdtemp(prefix="kernelgen-ablate-"))
     dirs = {name: (headers_with(cs, work / f"b{i}") if cs else None) for i, (name, cs) in enumerate(builds.items())}
+    # the builds share the CPUs: each runs nvcc on its share of them
+    env = {**os.environ, "KERNELGEN_JOBS": str(max(1, (os.cpu_count() or 1) // len(dirs)))}
     procs = {name: subprocess.Popen([sys.executable, __file__, a.spec, a.variant, a.launch,
-                                     "--build-one", str(d) if d else ""], env=os.environ.copy())
+                                     "--build-one", str(d) if d else ""], env=env)
              for name, d in dirs.items()}
     failed = [name for name, p in procs.items() if p.wait() != 0]
     if failed:
+        shutil.rmtree(work, ignore_errors=True)
         sys.exit(f"ablate: the build(s) {', '.join(failed)} failed")
 
     import torch
