@@ -82,14 +82,13 @@ def headers_with(cuts: list[str], into: Path) -> Path:
 
 def load(spec: str, variant: str, launch: str, include: Path | None):
     """The variant built with one launch configuration (an explicit plan) against the given headers."""
-    import kernelgen
     from kernelgen import resources
     from kernelgen.runtime.op import load_variant
     from kernelgen.spec.parse import load_spec
 
     if include is not None:
         resources.include_dir = lambda: include  # the build reads the headers through this (lifecycle.py)
-    v = load_spec(kernelgen.resources.find_spec(spec)).kernel(variant)
+    v = load_spec(resources.find_spec(spec)).kernel(variant)
     return load_variant(v, plan=plan_for(v, launch))
 
 

@@ -88,15 +88,17 @@ __device__ __forceinline__ void e4m3_codes_divided(uint32_t (&codes)[(N + 3) / 4
   for (int k = 0; k < N; k += 2) codes[k / 4] |= e4m3x2(div_rn_call(a[k], b), div_rn_call(a[k + 1], b)) << (8 * (k % 4));
 }
 
-// vLLM's indexer writer (kFp8Vllm, kFp8VllmUe8m0): codes of v / scale, a correctly rounded divide as
-// vLLM's fp8::scaled_convert computes them.
+// Codes of v / scale, a correctly rounded divide as vLLM's fp8::scaled_convert computes them: vLLM's indexer writer
+// (kFp8Vllm, kFp8VllmUe8m0, a per-token scale) and, with launch.bracket_codes, the chunks of a row divided by a
+// per-tensor scale. With the flag, `bracket` (the scale in [2^-60, 2^60] and every |v / scale| <= 2^120, the caller's
+// test, once per row or chunk) and inv_scale = rcp_rn_in_range(scale) let the codes be read off one multiply
+// (e4m3_codes_bracketed); near a rounding midpoint, or without `bracket`, the divide runs.
 template <class Cfg>
-__device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, uint8_t* dst, bool nan_row,
-                                                   bool write) {
+__device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, float scale, float inv_scale, bool bracket,
+                                                   uint8_t* dst, bool nan_row, bool write) {
   uint32_t words[(Cfg::kVec + 3) / 4] = {};
-  if constexpr (Cfg::kBracketCodes) {  // |v / scale| <= 448 (1 + 2^-22): the scale is the row's amax / 448 or more
-    if (!lean_div_bits(float_bits(scale)) || !e4m3_codes_bracketed(words, r.v[c], rcp_rn_in_range(scale)))
-      e4m3_codes_divided(words, r.v[c], scale);
+  if constexpr (Cfg::kBracketCodes) {
+    if (!bracket || !e4m3_codes_bracketed(words, r.v[c], inv_scale)) e4m3_codes_divided(words, r.v[c], scale);
   } else if constexpr (Cfg::kLeanMath) {
     float q[Cfg::kVec];
     div_shared(q, r.v[c], scale, rcp_rn_in_range(scale));
@@ -107,18 +109,6 @@ __device__ __forceinline__ void store_e4m3_divided(const Row<Cfg>& r, int c, flo
     for (int k = 0; k < Cfg::kVec; k += 2)
       words[k / 4] |= e4m3x2(__fdiv_rn(r.v[c][k], scale), __fdiv_rn(r.v[c][k + 1], scale)) << (8 * (k % 4));
   }
-#pragma unroll
-  for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
-  if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
-}
-
-// launch.bracket_codes over the undivided chunk c of a row divided by a per-tensor scale (|v| <= 2^60, scale in
-// [2^-60, 2^60]): the codes of RN(v / scale), near a rounding midpoint by the correctly rounded divide.
-template <class Cfg>
-__device__ __forceinline__ void store_bracketed(const Row<Cfg>& r, int c, float scale, float inv_scale, uint8_t* dst,
-                                                bool nan_row, bool write) {
-  uint32_t words[(Cfg::kVec + 3) / 4];
-  if (!e4m3_codes_bracketed(words, r.v[c], inv_scale)) e4m3_codes_divided(words, r.v[c], scale);
 #pragma unroll
   for (int w = 0; w < (Cfg::kVec + 3) / 4; ++w) words[w] = nan_row ? kE4m3NanQuad : words[w];
   if (write) store_packed<Cfg::kVec, Cfg::kStoreAlign>(dst, words);
@@ -176,10 +166,13 @@ __device__ __forceinline__ void store_fp8_per_token(const Row<Cfg>& r, const flo
       if constexpr (Cfg::kEncoder == Encoder::kI8TokenHead) store_i8(r, c, inv_scale, dst, nan_row, write);
       else store_e4m3(r, c, inv_scale, dst, nan_row, write);
     }
-  } else {
+  } else {  // |v / scale| <= 448 (1 + 2^-22): the scale is the row's amax / 448 or more
+    const bool bracket = Cfg::kBracketCodes && lean_div_bits(float_bits(scale));
+    const float inv_scale = Cfg::kBracketCodes ? rcp_rn_in_range(scale) : 1.f;
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
-      store_e4m3_divided(r, c, scale, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c), nan_row, write);
+      store_e4m3_divided(r, c, scale, inv_scale, bracket, page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c),
+                         nan_row, write);
   }
   if (write && r.lane == 0) *reinterpret_cast<float*>(page + Cfg::kScaleBase + off * Cfg::kScaleStride) = scale;
 }
@@ -366,7 +359,7 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c)
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) r.v[c][k] = __fmul_rn(r.v[c][k], global_scale);
-  } else if constexpr (kBracket) {  // codes from the undivided row (store_bracketed); dividends past 2^60 divided here
+  } else if constexpr (kBracket) {  // codes from the undivided row (store_e4m3_divided); dividends past 2^60 divided here
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       chunk[c] = chunk_amax(r, c);  // NaN or inf: not bracketed, divided (the quotient then marks the row)
@@ -418,8 +411,8 @@ __device__ __forceinline__ void store(Row<Cfg>& r, float global_scale, uint8_t* 
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       uint8_t* dst = page + Cfg::kValueBase + off * Cfg::kValueStride + r.first(c);
       if constexpr (kBracket) {
-        if (bracketed[c]) {
-          store_bracketed(r, c, global_scale, inv_scale, dst, nan_row, write);
+        if (bracketed[c]) {  // tested with the scale's range above
+          store_e4m3_divided(r, c, global_scale, inv_scale, true, dst, nan_row, write);
           continue;
         }
       }
