@@ -6,6 +6,10 @@ also holds its first token's loads outside the loop), by opcode family.
         [--arch sm_100a]   (a .pk id: the packed float32 build)
 
 --ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
+--bound SMS,GHZ,GBS adds, per launch, the instructions per value and the share of the GPU's issue slots (4 warp
+instructions per SM and cycle) a kernel of that count needs to move its bytes at GBS (the copy roofline): e.g.
+`--bound 132,1.98,4180` for the H200. A kernel that needs most of them cannot reach the roofline: Nsight Compute
+saw the issue-bound fp4 indexer at 0.78 issued per scheduler and cycle, so `ceiling` is min(100, 78 / share) %.
 
 Needs cuobjdump: the test extra's (NVIDIA's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels), CUDA's, or
 KERNELGEN_CUOBJDUMP=path."""
@@ -81,15 +85,52 @@ def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
             for lid, ops in sequence(spec, variant, ids, dump, arch).items()}
 
 
+ISSUE_PER_SM_CYCLE = 4 * 32  # thread instructions: four schedulers, one warp instruction each per cycle
+ISSUED_WHEN_BOUND = 0.78  # issued per scheduler and cycle of an issue-bound kernel (the fp4 indexer, Nsight Compute)
+
+
+def issue_share(thread_instructions_per_token: float, bytes_per_token: float, sms: int, ghz: float,
+                gbs: float) -> float:
+    """The share of the GPU's issue slots a kernel needs to move bytes_per_token per token at gbs GB/s."""
+    tokens_per_s = gbs * 1e9 / bytes_per_token
+    return thread_instructions_per_token * tokens_per_s / (sms * ISSUE_PER_SM_CYCLE * ghz * 1e9)
+
+
+def bound(spec: str, variant: str, counts: dict[str, int], sms: int, ghz: float, gbs: float) -> dict[str, dict]:
+    """Per launch: instructions per value, the issue share at the roofline and the % of it that share allows."""
+    from kernelgen.measure.timing import estimated_bytes
+    v = load_spec(spec).variant(variant)
+    rows, per_token = v.heads, estimated_bytes(v, 1)
+    out = {}
+    for lid, total in counts.items():
+        tpt = Launch.from_id(lid).threads_per_token
+        share = issue_share(rows * tpt * total, per_token, sms, ghz, gbs)
+        out[lid] = {"per_value": total * tpt / v.head_dim, "bytes_per_token": per_token, "share": share,
+                    "ceiling_pct": min(100.0, 100 * ISSUED_WHEN_BOUND / share)}
+    return out
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     by_opcode = "--ops" in args
     dump = args[args.index("--dump") + 1] if "--dump" in args else None
     arch = args[args.index("--arch") + 1] if "--arch" in args else "sm_90a"
+    gpu = [float(x) for x in args[args.index("--bound") + 1].split(",")] if "--bound" in args else None
+    if gpu is not None and len(gpu) != 3:
+        raise SystemExit("--bound takes SMS,GHZ,GBS, e.g. --bound 132,1.98,4180 (H200: SMs, SM clock, copy GB/s)")
     [arch] = tc.parse_arch_list(arch)  # sm_100a, 100a or 100 alike
+    valued = ("--dump", "--arch", "--bound")
     spec, variant, *ids = [a for i, a in enumerate(args)
-                           if a not in ("--ops", "--dump", "--arch") and args[i - 1] not in ("--dump", "--arch")]
-    for lid, counter in count(spec, variant, ids, by_opcode, dump, arch).items():
+                           if a not in ("--ops", *valued) and args[i - 1] not in valued]
+    counters = count(spec, variant, ids, by_opcode, dump, arch)
+    limits = bound(spec, variant, {k: sum(c.values()) for k, c in counters.items()}, int(gpu[0]), gpu[1], gpu[2]) \
+        if gpu else {}
+    for lid, counter in counters.items():
         total = sum(counter.values())
         items = counter.most_common() if by_opcode else sorted(counter.items())
-        print(f"{lid:22} total {total:5}  " + "  ".join(f"{k} {n}" for k, n in items))
+        extra = ""
+        if lid in limits:
+            b = limits[lid]
+            extra = (f"  per value {b['per_value']:.1f}  B/token {b['bytes_per_token']}  issue share at roofline "
+                     f"{100 * b['share']:.0f}%  ceiling {b['ceiling_pct']:.0f}%")
+        print(f"{lid:22} total {total:5}{extra}  " + "  ".join(f"{k} {n}" for k, n in items))
