@@ -111,6 +111,18 @@ def test_tuning_summary_has_a_row_per_shipped_variant_and_refuses_other_files(
         tuning_summary.main(str(other))
 
 
+def test_tuning_summary_flag_takes_optional_parameters_as_set_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--flag min_blocks splits a record's launches by whether the occupancy bound is set (the H200 probe's records
+    hold both); a parameter with no off value (vec) is refused in one line."""
+    tuning_summary = _tool(monkeypatch, "tuning_summary")
+    text = tuning_summary.flag_ab(str(ROOT / "evidence" / "h200_2026-12-07" / "occupancy_probe_records.json"),
+                                  "min_blocks")
+    row = next(line for line in text.splitlines() if line.startswith("| cake_64_8_fp8_q |"))
+    assert "65536: 452.83 / 472.61 = 0.96x" in row  # evidence/h200_2026-12-07.md: best uncapped against best capped
+    with pytest.raises(SystemExit, match=r"^tuning_summary: --flag takes a flag .* not 'vec'$"):
+        tuning_summary.flag_ab(str(ROOT / "evidence" / "h200_2026-12-07" / "occupancy_probe_records.json"), "vec")
+
+
 def _run_tool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
 

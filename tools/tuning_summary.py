@@ -3,7 +3,8 @@
     python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json
     python tools/tuning_summary.py cache/nvidia-h200-sm90-132sms.json --flag early_reads
 
---flag NAME: instead, per bucket, the fastest launch with that launch-table flag on against the fastest without it,
+--flag NAME: instead, per bucket, the fastest launch with that launch-table flag on (an optional parameter such as
+min_blocks: set) against the fastest without it,
 both timed in the same tuning run (a same-process A/B), for every record that timed the flag."""
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ def main(path: str) -> str:
 
 def flag_ab(path: str, flag: str) -> str:
     """Per record and bucket: the fastest launch with `flag` on vs the fastest without (us), and their ratio."""
-    if flag not in BY_NAME or BY_NAME[flag].kind is not bool:
-        raise SystemExit(f"tuning_summary: --flag takes a flag of the launch table, not {flag!r}")
+    param = BY_NAME.get(flag)
+    if param is None or not (param.kind is bool or param.optional):
+        raise SystemExit(f"tuning_summary: --flag takes a flag of the launch table or an optional parameter "
+                         f"(on: set, e.g. min_blocks), not {flag!r}")
     found = records.read_file(Path(path))
     if found is None:
         raise SystemExit(f"tuning_summary: {path} is not a tuning record file")
@@ -57,7 +60,7 @@ def flag_ab(path: str, flag: str) -> str:
     for key, r in sorted(found[1].items(), key=lambda kv: names.get(kv[0], kv[1].variant)):
         best: dict[bool, dict[int, float]] = {False: {}, True: {}}
         for lid, t in r.timings.items():
-            on = bool(getattr(Launch.from_id(lid), flag))
+            on = getattr(Launch.from_id(lid), flag) != param.default
             for b, us in t.items():
                 best[on][b] = min(us, best[on].get(b, us))
         both = sorted(set(best[False]) & set(best[True]))
