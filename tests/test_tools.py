@@ -401,6 +401,8 @@ def test_sass_count_bound_is_the_issue_share_a_count_needs_at_the_roofline(monke
     assert got["t8.b16.v8"]["ceiling_pct"] == pytest.approx(50 * 0.78 / share)  # twice the threads, half the ceiling
     assert sc.bound("attention_prep", "cake_64_8_fp8_q", {"t4.b16.v8": 10}, 132, 1.98, 4180)["t4.b16.v8"][
         "ceiling_pct"] == 100.0
+    with pytest.raises(SystemExit, match=r"^--bound takes a variant, not the launch group cake_64_8_fp8: name a member"):
+        sc.bound("attention_prep", "cake_64_8_fp8", {}, 132, 1.98, 4180)
     done = _run_tool("tools/sass_count.py", "attention_prep", "cake_64_8_fp8_q", "t4.b16.v8", "--bound", "132,1.98")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("--bound takes SMS,GHZ,GBS")

@@ -6,6 +6,8 @@ also holds its first token's loads outside the loop), by opcode family.
         [--arch sm_100a]   (a .pk id: the packed float32 build)
 
 --ops also lists the opcodes by count; --dump writes the whole SASS to FILE.
+--regs adds, per launch, registers per thread, stack (spills land there), local and shared bytes, and the warps an
+SM holds at its block size. SPEC VARIANT may name a launch group (its one kernel; --bound takes a variant).
 --bound SMS,GHZ,GBS adds, per launch, the instructions per value and the share of the GPU's issue slots (4 warp
 instructions per SM and cycle) a kernel of that count needs to move its bytes at GBS (the copy roofline): e.g.
 `--bound 132,1.98,4180` for the H200. A kernel that needs most of them cannot reach the roofline: Nsight Compute
@@ -42,8 +44,7 @@ def family(op: str) -> str:
     return next((name for name, ops in FAMILIES.items() if base in ops), "other")
 
 
-def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | None = None) -> dict[str, str]:
-    """SASS of every kernel in the compiled source, by function name (dump: also write the whole SASS there)."""
+def _compile(source: Path, include: Path, arch: str) -> Path:
     toolchain = tc.detect()
     obj = source.with_suffix(".o")
     includes = [f"-I{d}" for d in (str(include), *toolchain.include_dirs)]
@@ -51,9 +52,18 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
                            str(source), "-o", str(obj)], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"nvcc failed on {source}:\n{done.stderr[-4000:]}")
+    return obj
+
+
+def _cuobjdump(cuobjdump: str, *args: str) -> str:
     # cuobjdump runs nvdisasm: look beside it first (NVIDIA's wheels install both into one bin folder)
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(cuobjdump).parent), os.environ.get("PATH", "")]))
-    sass = subprocess.run([cuobjdump, "-sass", str(obj)], check=True, capture_output=True, text=True, env=env).stdout
+    return subprocess.run([cuobjdump, *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | None = None) -> dict[str, str]:
+    """SASS of every kernel in the compiled source, by function name (dump: also write the whole SASS there)."""
+    sass = _cuobjdump(cuobjdump, "-sass", str(_compile(source, include, arch)))
     if dump:
         Path(dump).write_text(sass)
     blocks = re.split(r"\n\s+Function : ", sass)[1:]
@@ -62,8 +72,9 @@ def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | 
 
 def sequence(spec: str, variant: str, ids: list[str], dump: str | None = None,
              arch: str = "sm_90a") -> dict[str, list[str]]:
-    """Each launch's kernel as its opcodes in program order (every launch compiled in one nvcc run)."""
-    v = load_spec(spec).variant(variant)
+    """Each launch's kernel as its opcodes in program order (every launch compiled in one nvcc run); a launch group's
+    name gives its one kernel."""
+    v = load_spec(spec).kernel(variant)
     launches = [Launch.from_id(i) for i in ids]
     plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,6 +87,40 @@ def sequence(spec: str, variant: str, ids: list[str], dump: str | None = None,
         if m:
             out[plan.configs[int(m.group(1))].id] = re.findall(
                 r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
+    return out
+
+
+# Hopper and Blackwell SMs: registers, threads, blocks and shared memory an SM holds, the register allocation unit
+# (per warp) and the shared memory the system reserves per block.
+SM_REGISTERS, SM_THREADS, SM_BLOCKS, SM_SHARED, REG_UNIT, BLOCK_RESERVED = 65536, 2048, 32, 233472, 256, 1024
+
+
+def resident_warps(regs: int, shared: int, block_threads: int) -> int:
+    """Warps an SM holds of a kernel using `regs` registers per thread and `shared` bytes per block."""
+    warps = -(-block_threads // 32)
+    per_warp = -(-regs * 32 // REG_UNIT) * REG_UNIT
+    blocks = min(SM_REGISTERS // (per_warp * warps), SM_THREADS // block_threads, SM_BLOCKS,
+                 SM_SHARED // (shared + BLOCK_RESERVED))
+    return blocks * warps
+
+
+def resources(spec: str, name: str, ids: list[str], arch: str = "sm_90a") -> dict[str, dict[str, int]]:
+    """Per launch: registers per thread, local (spilled) and shared bytes, and the warps an SM holds (cuobjdump)."""
+    k = load_spec(spec).kernel(name)
+    launches = [Launch.from_id(i) for i in ids]
+    plan = plan_routes(k, [(ALL_TOKENS, launches[0])], tuple(launches))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.cu"
+        src.write_text(render_variant(k, plan=plan))
+        usage = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-res-usage", str(_compile(src, include_dir(), arch)))
+    out: dict[str, dict[str, int]] = {}
+    for fn, line in re.findall(r"Function (\S+):\s*\n\s*(REG:.*)", usage):
+        m = re.search(r"_cfg(\d+)", fn)
+        if m:
+            launch = plan.configs[int(m.group(1))]
+            got = {key.lower(): int(v) for key, v in re.findall(r"(REG|SHARED|LOCAL|STACK):(\d+)", line)}
+            threads = launch.threads_per_token * launch.tokens_per_block
+            out[launch.id] = {**got, "warps": resident_warps(got["reg"], got["shared"], threads)}
     return out
 
 
@@ -99,7 +144,11 @@ def issue_share(thread_instructions_per_token: float, bytes_per_token: float, sm
 def bound(spec: str, variant: str, counts: dict[str, int], sms: int, ghz: float, gbs: float) -> dict[str, dict]:
     """Per launch: instructions per value, the issue share at the roofline and the % of it that share allows."""
     from kernelgen.measure.timing import estimated_bytes
-    v = load_spec(spec).variant(variant)
+    from kernelgen.spec.group import Group
+    v = load_spec(spec).kernel(variant)
+    if isinstance(v, Group):
+        raise SystemExit(f"--bound takes a variant, not the launch group {variant}: name a member (its rows, its "
+                         "bytes)")
     rows, per_token = v.heads, estimated_bytes(v, 1)
     out = {}
     for lid, total in counts.items():
@@ -112,7 +161,7 @@ def bound(spec: str, variant: str, counts: dict[str, int], sms: int, ghz: float,
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    by_opcode = "--ops" in args
+    by_opcode, regs = "--ops" in args, "--regs" in args
     dump = args[args.index("--dump") + 1] if "--dump" in args else None
     arch = args[args.index("--arch") + 1] if "--arch" in args else "sm_90a"
     gpu = [float(x) for x in args[args.index("--bound") + 1].split(",")] if "--bound" in args else None
@@ -121,10 +170,13 @@ if __name__ == "__main__":
     [arch] = tc.parse_arch_list(arch)  # sm_100a, 100a or 100 alike
     valued = ("--dump", "--arch", "--bound")
     spec, variant, *ids = [a for i, a in enumerate(args)
-                           if a not in ("--ops", *valued) and args[i - 1] not in valued]
+                           if a not in ("--ops", "--regs", *valued) and args[i - 1] not in valued]
+    if gpu:
+        bound(spec, variant, {}, int(gpu[0]), gpu[1], gpu[2])  # a launch group is refused before anything compiles
     counters = count(spec, variant, ids, by_opcode, dump, arch)
     limits = bound(spec, variant, {k: sum(c.values()) for k, c in counters.items()}, int(gpu[0]), gpu[1], gpu[2]) \
         if gpu else {}
+    usage = resources(spec, variant, ids, arch) if regs else {}
     for lid, counter in counters.items():
         total = sum(counter.values())
         items = counter.most_common() if by_opcode else sorted(counter.items())
@@ -133,4 +185,8 @@ if __name__ == "__main__":
             b = limits[lid]
             extra = (f"  per value {b['per_value']:.1f}  B/token {b['bytes_per_token']}  issue share at roofline "
                      f"{100 * b['share']:.0f}%  ceiling {b['ceiling_pct']:.0f}%")
+        if lid in usage:
+            u = usage[lid]
+            extra += (f"  regs {u['reg']}  stack {u['stack']} B  local {u['local']} B  shared {u['shared']} B  "
+                      f"warps/SM {u['warps']}")
         print(f"{lid:22} total {total:5}{extra}  " + "  ".join(f"{k} {n}" for k, n in items))
