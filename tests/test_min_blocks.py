@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -76,31 +75,37 @@ def test_the_ptx_asks_for_the_blocks_only_where_set(tmp_path: Path) -> None:
     assert found[0] == [] and found[3] and set(found[3]) == {"3"}
 
 
-def _sass_count():  # noqa: ANN202 (a module)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+def _sass_count(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202 (a module)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
     import sass_count
 
     return sass_count
 
 
 @pytest.mark.pure
-def test_resident_warps_follow_the_register_allocation_unit_and_the_sm_limits() -> None:
-    """The occupancy tools/sass_count.py --regs reports: registers are allocated per warp in units of 256, so 63 and 64
-    registers per thread hold 32 warps of 64-thread blocks and 72 hold 28; threads, blocks and shared memory cap too."""
-    warps = _sass_count().resident_warps
+def test_resident_warps_follow_the_register_allocation_unit_and_the_sm_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The occupancy tools/sass_count.py --regs reports, by CUDA's cuda_occupancy.h rules: registers are allocated per
+    warp in units of 256 within four sub-partitions of 16384, so 63 and 64 registers per thread hold 32 warps of 64-thread
+    blocks, 72 hold 28 and 86 hold 20 (not 22: a sub-partition holds whole warps); threads, blocks and shared memory cap
+    too, and a kernel without registers is capped by those alone."""
+    sc = _sass_count(monkeypatch)
+    warps = sc.resident_warps
     assert warps(63, 0, 64) == warps(64, 0, 64) == 32
     assert warps(72, 0, 64) == 28 and warps(65, 0, 64) == 28  # 65 x 32 rounds up to 2304 registers a warp
     assert warps(32, 0, 64) == 64 and warps(16, 0, 32) == 32  # 2048 threads, then 32 blocks of one warp
     assert warps(128, 0, 256) == 16 and warps(40, 100 * 1024, 128) == 8  # registers; then two blocks of shared memory
+    assert warps(86, 0, 64) == 20 and warps(0, 0, 64) == 64 and warps(255, 0, 32) == 8
+    with pytest.raises(SystemExit, match=r"^--regs knows an sm_90 SM's limits .* not sm_120a's: use --arch sm_90a$"):
+        sc.resources("attention_prep", "cake_64_8_fp8", ["t4.b16.v8"], "sm_120a")
 
 
 @pytest.mark.build
 @SASS
-def test_a_launch_groups_registers_are_capped_by_resident_threads_1024() -> None:
+def test_a_launch_groups_registers_are_capped_by_resident_threads_1024(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cake (64, 8) fp8 group's one kernel at t4.b16.v8 (64-thread blocks): uncapped it holds more registers than
     its Q member alone (docs/tuning.md: fewer warps per SM), and resident_threads 1024 (min_blocks 16) holds it to 64
     registers, 32 warps an SM, as many as the member."""
-    rs = _sass_count().resources
+    rs = _sass_count(monkeypatch).resources
     group = rs("attention_prep", "cake_64_8_fp8", ["t4.b16.v8", "t4.b16.v8.mb16"], "sm_90a")
     member = rs("attention_prep", "cake_64_8_fp8_q", ["t4.b16.v8"], "sm_90a")["t4.b16.v8"]
     assert group["t4.b16.v8"]["reg"] > member["reg"] and group["t4.b16.v8"]["warps"] < member["warps"] == 32

@@ -385,7 +385,7 @@ def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: p
 
 def test_sass_count_bound_is_the_issue_share_a_count_needs_at_the_roofline(monkeypatch: pytest.MonkeyPatch) -> None:
     """--bound's arithmetic: a thread instruction per byte-token at the issue rate of the GPU is a share of 1; the
-    per-value count is the thread's count spread over the dims it holds; the ceiling is 78 % of the issue rate over
+    per-value count is the thread's count spread over the dims it holds; the estimate is 78 % of the issue rate over
     that share, capped at 100 %; a malformed --bound is refused in one line before anything compiles."""
     sc = _tool(monkeypatch, "sass_count")
     # 1 SM at 1 GHz issues 128e9 thread instructions a second; 128 per token of 4180 B at 4180 GB/s is all of them
@@ -397,10 +397,10 @@ def test_sass_count_bound_is_the_issue_share_a_count_needs_at_the_roofline(monke
     assert got["t4.b16.v8"]["per_value"] == pytest.approx(640 * 4 / 128)
     share = 64 * 4 * 640 * (4180e9 / 24848) / (132 * 128 * 1.98e9)
     assert got["t4.b16.v8"]["share"] == pytest.approx(share)
-    assert got["t4.b16.v8"]["ceiling_pct"] == pytest.approx(100 * 0.78 / share)
-    assert got["t8.b16.v8"]["ceiling_pct"] == pytest.approx(50 * 0.78 / share)  # twice the threads, half the ceiling
+    assert got["t4.b16.v8"]["estimate_pct"] == pytest.approx(100 * 0.78 / share)
+    assert got["t8.b16.v8"]["estimate_pct"] == pytest.approx(50 * 0.78 / share)  # twice the threads, half the estimate
     assert sc.bound("attention_prep", "cake_64_8_fp8_q", {"t4.b16.v8": 10}, 132, 1.98, 4180)["t4.b16.v8"][
-        "ceiling_pct"] == 100.0
+        "estimate_pct"] == 100.0
     with pytest.raises(SystemExit, match=r"^--bound takes a variant, not the launch group cake_64_8_fp8: name a member"):
         sc.bound("attention_prep", "cake_64_8_fp8", {}, 132, 1.98, 4180)
     done = _run_tool("tools/sass_count.py", "attention_prep", "cake_64_8_fp8_q", "t4.b16.v8", "--bound", "132,1.98")

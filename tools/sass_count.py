@@ -11,7 +11,8 @@ SM holds at its block size. SPEC VARIANT may name a launch group (its one kernel
 --bound SMS,GHZ,GBS adds, per launch, the instructions per value and the share of the GPU's issue slots (4 warp
 instructions per SM and cycle) a kernel of that count needs to move its bytes at GBS (the copy roofline): e.g.
 `--bound 132,1.98,4180` for the H200. A kernel that needs most of them cannot reach the roofline: Nsight Compute
-saw the issue-bound fp4 indexer at 0.78 issued per scheduler and cycle, so `ceiling` is min(100, 78 / share) %.
+saw the issue-bound fp4 indexer at 0.78 issued per scheduler and cycle, so `estimate` is min(100, 78 / share) % of the
+roofline. Static counts hold the rare paths too: the count is high and the estimate low.
 
 Needs cuobjdump: the test extra's (NVIDIA's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels), CUDA's, or
 KERNELGEN_CUOBJDUMP=path."""
@@ -28,7 +29,7 @@ from pathlib import Path
 from kernelgen import knobs
 from kernelgen.build import toolchain as tc
 from kernelgen.build.buildplan import CUDA_FLAGS, gencode_flags
-from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
+from kernelgen.codegen.launch import ALL_TOKENS, LaunchPlan, plan_routes
 from kernelgen.codegen.render import render_variant
 from kernelgen.resources import include_dir
 from kernelgen.spec.parse import load_spec
@@ -61,66 +62,72 @@ def _cuobjdump(cuobjdump: str, *args: str) -> str:
     return subprocess.run([cuobjdump, *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
-def kernels(source: Path, include: Path, arch: str, cuobjdump: str, dump: str | None = None) -> dict[str, str]:
-    """SASS of every kernel in the compiled source, by function name (dump: also write the whole SASS there)."""
-    sass = _cuobjdump(cuobjdump, "-sass", str(_compile(source, include, arch)))
-    if dump:
-        Path(dump).write_text(sass)
-    blocks = re.split(r"\n\s+Function : ", sass)[1:]
-    return {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks}
+def _build(spec: str, name: str, ids: list[str], arch: str, tmp: str) -> tuple[LaunchPlan, Path]:
+    """The kernel (a variant or a launch group) with every launch of ids compiled in one nvcc run: its plan and object."""
+    k = load_spec(spec).kernel(name)
+    launches = [Launch.from_id(i) for i in ids]
+    plan = plan_routes(k, [(ALL_TOKENS, launches[0])], tuple(launches))
+    src = Path(tmp) / "k.cu"
+    src.write_text(render_variant(k, plan=plan))
+    return plan, _compile(src, include_dir(), arch)
+
+
+def _by_launch(plan: LaunchPlan, by_function: dict[str, str]) -> dict[str, str]:
+    """Per-function text keyed by the launch its configuration struct names (a group's members share the index)."""
+    out = {}
+    for fn, text in by_function.items():
+        m = re.search(r"_cfg(\d+)", fn)
+        if m:
+            out[plan.configs[int(m.group(1))].id] = text
+    return out
 
 
 def sequence(spec: str, variant: str, ids: list[str], dump: str | None = None,
              arch: str = "sm_90a") -> dict[str, list[str]]:
     """Each launch's kernel as its opcodes in program order (every launch compiled in one nvcc run); a launch group's
     name gives its one kernel."""
-    v = load_spec(spec).kernel(variant)
-    launches = [Launch.from_id(i) for i in ids]
-    plan = plan_routes(v, [(ALL_TOKENS, launches[0])], tuple(launches))
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "k.cu"
-        src.write_text(render_variant(v, plan=plan))
-        by_name = kernels(src, include_dir(), arch, knobs.cuobjdump() or "cuobjdump", dump)
-    out: dict[str, list[str]] = {}
-    for name, body in by_name.items():
-        m = re.search(r"_cfg(\d+)", name)
-        if m:
-            out[plan.configs[int(m.group(1))].id] = re.findall(
-                r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
-    return out
+        plan, obj = _build(spec, variant, ids, arch, tmp)
+        sass = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-sass", str(obj))
+    if dump:
+        Path(dump).write_text(sass)
+    blocks = re.split(r"\n\s+Function : ", sass)[1:]
+    bodies = _by_launch(plan, {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks})
+    return {lid: re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
+            for lid, body in bodies.items()}
 
 
-# Hopper and Blackwell SMs: registers, threads, blocks and shared memory an SM holds, the register allocation unit
-# (per warp) and the shared memory the system reserves per block.
-SM_REGISTERS, SM_THREADS, SM_BLOCKS, SM_SHARED, REG_UNIT, BLOCK_RESERVED = 65536, 2048, 32, 233472, 256, 1024
+# An sm_90 SM (H100, H200): registers (in four sub-partitions, allocated per warp in units of 256), threads, blocks
+# and shared memory it holds, and the shared memory the system reserves per block (CUDA's cuda_occupancy.h rules).
+SM_REGISTERS, SUB_PARTITIONS, REG_UNIT = 65536, 4, 256
+SM_THREADS, SM_BLOCKS, SM_SHARED, BLOCK_RESERVED = 2048, 32, 233472, 1024
+REGS_ARCHS = ("sm_90a", "sm_90")
 
 
 def resident_warps(regs: int, shared: int, block_threads: int) -> int:
-    """Warps an SM holds of a kernel using `regs` registers per thread and `shared` bytes per block."""
+    """Warps an sm_90 SM holds of a kernel using `regs` registers per thread and `shared` bytes per block."""
     warps = -(-block_threads // 32)
-    per_warp = -(-regs * 32 // REG_UNIT) * REG_UNIT
-    blocks = min(SM_REGISTERS // (per_warp * warps), SM_THREADS // block_threads, SM_BLOCKS,
-                 SM_SHARED // (shared + BLOCK_RESERVED))
-    return blocks * warps
+    limits = [SM_THREADS // (warps * 32), SM_BLOCKS, SM_SHARED // (shared + BLOCK_RESERVED)]
+    if regs:
+        per_warp = -(-regs * 32 // REG_UNIT) * REG_UNIT
+        limits.append(SM_REGISTERS // SUB_PARTITIONS // per_warp * SUB_PARTITIONS // warps)
+    return min(limits) * warps
 
 
 def resources(spec: str, name: str, ids: list[str], arch: str = "sm_90a") -> dict[str, dict[str, int]]:
-    """Per launch: registers per thread, local (spilled) and shared bytes, and the warps an SM holds (cuobjdump)."""
-    k = load_spec(spec).kernel(name)
-    launches = [Launch.from_id(i) for i in ids]
-    plan = plan_routes(k, [(ALL_TOKENS, launches[0])], tuple(launches))
+    """Per launch: registers per thread, stack, local and shared bytes (cuobjdump -res-usage), and the warps an sm_90
+    SM holds at the launch's block size."""
+    if arch not in REGS_ARCHS:
+        raise SystemExit(f"--regs knows an sm_90 SM's limits (H100, H200), not {arch}'s: use --arch sm_90a")
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "k.cu"
-        src.write_text(render_variant(k, plan=plan))
-        usage = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-res-usage", str(_compile(src, include_dir(), arch)))
+        plan, obj = _build(spec, name, ids, arch, tmp)
+        usage = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-res-usage", str(obj))
     out: dict[str, dict[str, int]] = {}
-    for fn, line in re.findall(r"Function (\S+):\s*\n\s*(REG:.*)", usage):
-        m = re.search(r"_cfg(\d+)", fn)
-        if m:
-            launch = plan.configs[int(m.group(1))]
-            got = {key.lower(): int(v) for key, v in re.findall(r"(REG|SHARED|LOCAL|STACK):(\d+)", line)}
-            threads = launch.threads_per_token * launch.tokens_per_block
-            out[launch.id] = {**got, "warps": resident_warps(got["reg"], got["shared"], threads)}
+    for lid, line in _by_launch(plan, dict(re.findall(r"Function (\S+):\s*\n\s*(REG:.*)", usage))).items():
+        launch = Launch.from_id(lid)
+        got = {key.lower(): int(v) for key, v in re.findall(r"(REG|SHARED|LOCAL|STACK):(\d+)", line)}
+        out[lid] = {**got, "warps": resident_warps(got["reg"], got["shared"],
+                                                   launch.threads_per_token * launch.tokens_per_block)}
     return out
 
 
@@ -142,7 +149,8 @@ def issue_share(thread_instructions_per_token: float, bytes_per_token: float, sm
 
 
 def bound(spec: str, variant: str, counts: dict[str, int], sms: int, ghz: float, gbs: float) -> dict[str, dict]:
-    """Per launch: instructions per value, the issue share at the roofline and the % of it that share allows."""
+    """Per launch: instructions per value, the issue share at the roofline and the % of it an issue-bound kernel of
+    that count reaches (static counts: an estimate from below)."""
     from kernelgen.measure.timing import estimated_bytes
     from kernelgen.spec.group import Group
     v = load_spec(spec).kernel(variant)
@@ -155,7 +163,7 @@ def bound(spec: str, variant: str, counts: dict[str, int], sms: int, ghz: float,
         tpt = Launch.from_id(lid).threads_per_token
         share = issue_share(rows * tpt * total, per_token, sms, ghz, gbs)
         out[lid] = {"per_value": total * tpt / v.head_dim, "bytes_per_token": per_token, "share": share,
-                    "ceiling_pct": min(100.0, 100 * ISSUED_WHEN_BOUND / share)}
+                    "estimate_pct": min(100.0, 100 * ISSUED_WHEN_BOUND / share)}
     return out
 
 
@@ -164,15 +172,22 @@ if __name__ == "__main__":
     by_opcode, regs = "--ops" in args, "--regs" in args
     dump = args[args.index("--dump") + 1] if "--dump" in args else None
     arch = args[args.index("--arch") + 1] if "--arch" in args else "sm_90a"
-    gpu = [float(x) for x in args[args.index("--bound") + 1].split(",")] if "--bound" in args else None
-    if gpu is not None and len(gpu) != 3:
-        raise SystemExit("--bound takes SMS,GHZ,GBS, e.g. --bound 132,1.98,4180 (H200: SMs, SM clock, copy GB/s)")
+    gpu = None
+    if "--bound" in args:
+        try:
+            gpu = [float(x) for x in args[args.index("--bound") + 1].split(",")]
+        except (IndexError, ValueError):
+            gpu = []
+        if len(gpu) != 3:
+            raise SystemExit("--bound takes SMS,GHZ,GBS, e.g. --bound 132,1.98,4180 (H200: SMs, SM clock, copy GB/s)")
     [arch] = tc.parse_arch_list(arch)  # sm_100a, 100a or 100 alike
     valued = ("--dump", "--arch", "--bound")
     spec, variant, *ids = [a for i, a in enumerate(args)
                            if a not in ("--ops", "--regs", *valued) and args[i - 1] not in valued]
     if gpu:
         bound(spec, variant, {}, int(gpu[0]), gpu[1], gpu[2])  # a launch group is refused before anything compiles
+    if regs and arch not in REGS_ARCHS:
+        raise SystemExit(f"--regs knows an sm_90 SM's limits (H100, H200), not {arch}'s: use --arch sm_90a")
     counters = count(spec, variant, ids, by_opcode, dump, arch)
     limits = bound(spec, variant, {k: sum(c.values()) for k, c in counters.items()}, int(gpu[0]), gpu[1], gpu[2]) \
         if gpu else {}
@@ -184,7 +199,7 @@ if __name__ == "__main__":
         if lid in limits:
             b = limits[lid]
             extra = (f"  per value {b['per_value']:.1f}  B/token {b['bytes_per_token']}  issue share at roofline "
-                     f"{100 * b['share']:.0f}%  ceiling {b['ceiling_pct']:.0f}%")
+                     f"{100 * b['share']:.0f}%  estimate {b['estimate_pct']:.0f}%")
         if lid in usage:
             u = usage[lid]
             extra += (f"  regs {u['reg']}  stack {u['stack']} B  local {u['local']} B  shared {u['shared']} B  "
