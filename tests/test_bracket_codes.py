@@ -158,13 +158,6 @@ def test_the_bracketed_build_has_no_divide_on_its_straight_line() -> None:
 
 
 @pytest.mark.build
-@SASS
-def test_elsewhere_bracket_codes_is_a_no_op() -> None:
-    got = sass_ops("mla", "deepseek_v3_kv_bf16_p64", ["t32.b2.v2.pf", "t32.b2.v2.pf.bc"], "sm_90a")
-    assert got["t32.b2.v2.pf"] == got["t32.b2.v2.pf.bc"]
-
-
-@pytest.mark.build
 def test_the_bracketed_candidates_compile_for_every_target() -> None:
     """A sample of the `.bc` candidates (every value of every compiled parameter among them) of the per-tensor and the
     per-token divided stores compiles for sm_90a, sm_100a and sm_120a."""

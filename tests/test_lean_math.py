@@ -169,12 +169,30 @@ def test_the_lean_ds_mla_scale_calls_no_libm_on_its_straight_line() -> None:
         assert plain.get(op, 0) >= 4 and lean.get(op, 0) <= 1, (op, plain.get(op), lean.get(op))
 
 
+# Per flag that is a no-op elsewhere (LaunchParam.noop_elsewhere): a kernel it is not offered to, a launch, and the
+# target where the flag would otherwise change code (hw_convert's instruction exists on sm_100a only).
+NOOP_EXAMPLES = {
+    "lean_math": ("mla", "deepseek_v3_kv_bf16_p64", "t32.b2.v2.pf", "sm_90a"),
+    "bracket_codes": ("mla", "deepseek_v3_kv_bf16_p64", "t32.b2.v2.pf", "sm_90a"),
+    "rope_rows": ("attention_prep", "qwen3_8b_bf16_q", "t4.b16.v8", "sm_90a"),
+    "hw_convert": ("mla", "deepseek_v3_kv_bf16_p64", "t32.b2.v2.pf", "sm_100a"),
+}
+
+
 @pytest.mark.build
 @SASS
-def test_elsewhere_the_flag_is_a_no_op() -> None:
-    """A store with no such operation compiles the same machine code with and without the flag."""
-    got = sass_ops("mla", "deepseek_v3_kv_bf16_p64", ["t32.b2.v2.pf", "t32.b2.v2.pf.lm"], "sm_90a")
-    assert got["t32.b2.v2.pf"] == got["t32.b2.v2.pf.lm"]
+@pytest.mark.parametrize("flag", sorted(NOOP_EXAMPLES))
+def test_elsewhere_the_flag_is_a_no_op(flag: str) -> None:
+    """A kernel the flag is not offered to (a store with no such operation, one position stream, no ties-even e2m1)
+    compiles the same machine code with and without it; every flag the table marks a no-op elsewhere has its case."""
+    from kernelgen.spec.launchparams import BY_NAME, LAUNCH_PARAMS
+
+    assert set(NOOP_EXAMPLES) == {p.name for p in LAUNCH_PARAMS if p.noop_elsewhere}
+    spec, name, base, arch = NOOP_EXAMPLES[flag]
+    param = BY_NAME[flag]
+    assert param.values(load_spec(spec).variant(name)) == (False,), "the example must be a kernel it is not offered to"
+    got = sass_ops(spec, name, [base, f"{base}.{param.token}"], arch)
+    assert got[base] == got[f"{base}.{param.token}"]
 
 
 @pytest.mark.pure

@@ -64,14 +64,6 @@ def test_the_rows_build_issues_fewer_instructions_and_loads(name: str) -> None:
 
 
 @pytest.mark.build
-@SASS
-def test_elsewhere_the_flag_is_a_no_op() -> None:
-    """A kernel with one position stream compiles the same machine code with and without the flag."""
-    got = sass_ops("attention_prep", "qwen3_8b_bf16_q", ["t4.b16.v8", "t4.b16.v8.rr"], "sm_90a")
-    assert got["t4.b16.v8"] == got["t4.b16.v8.rr"]
-
-
-@pytest.mark.build
 def test_the_rows_candidates_of_both_section_orders_compile_for_every_target() -> None:
     """A sample of each M-RoPE group's `.rr` candidates (every value of every compiled parameter among them, as the
     GPU tier samples) compiles for sm_90a, sm_100a and sm_120a."""
