@@ -406,3 +406,10 @@ def test_sass_count_bound_is_the_issue_share_a_count_needs_at_the_roofline(monke
     done = _run_tool("tools/sass_count.py", "attention_prep", "cake_64_8_fp8_q", "t4.b16.v8", "--bound", "132,1.98")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("--bound takes SMS,GHZ,GBS")
+
+
+def test_sass_count_refuses_a_malformed_launch_id_in_one_line_and_takes_comma_separated_ids() -> None:
+    """A launch id it cannot read is named in one line before anything compiles; ids may also come comma-separated."""
+    done = _run_tool("tools/sass_count.py", "attention_prep", "cake_64_8_fp8_q", "t4.b16.v8,t4.b16", "--regs")
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("sass_count: 't4.b16' is not a launch id like t8.b8.v8")

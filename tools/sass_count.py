@@ -182,8 +182,14 @@ if __name__ == "__main__":
             raise SystemExit("--bound takes SMS,GHZ,GBS, e.g. --bound 132,1.98,4180 (H200: SMs, SM clock, copy GB/s)")
     [arch] = tc.parse_arch_list(arch)  # sm_100a, 100a or 100 alike
     valued = ("--dump", "--arch", "--bound")
-    spec, variant, *ids = [a for i, a in enumerate(args)
-                           if a not in ("--ops", "--regs", *valued) and args[i - 1] not in valued]
+    spec, variant, *listed = [a for i, a in enumerate(args)
+                              if a not in ("--ops", "--regs", *valued) and args[i - 1] not in valued]
+    ids = [i for a in listed for i in a.split(",") if i]  # t4.b16.v8 t8.b8.v8 or t4.b16.v8,t8.b8.v8
+    for lid in ids:
+        try:
+            Launch.from_id(lid)
+        except ValueError as exc:
+            raise SystemExit(f"sass_count: {exc}") from None
     if gpu:
         bound(spec, variant, {}, int(gpu[0]), gpu[1], gpu[2])  # a launch group is refused before anything compiles
     if regs and arch not in REGS_ARCHS:
