@@ -247,14 +247,15 @@ def test_bracketed_launches_write_their_twins_bytes_on_awkward_rows() -> None:
         for kind in ("random", "rows", "weights", "midpoints"):
             for scale in SCALES:
                 for seed in (1, 2):
-                    inputs = group_inputs(k, 64, 16, "cuda", seed)
-                    _awkward(inputs, kind)
-                    for name, t in inputs.items():
-                        if scale is not None and name.endswith("scale") and t is not None:
-                            t.fill_(scale)
                     written = {}
                     for launch in ls:
-                        mine = {n: (t.clone() if t is not None else None) for n, t in inputs.items()}
+                        # made afresh for each launch (the same seed: the same values), not cloned: a clone of a
+                        # packed K/V pool's half is a tensor of its own, which the op refuses as no pool's half
+                        mine = group_inputs(k, 64, 16, "cuda", seed)
+                        _awkward(mine, kind)
+                        for name, t in mine.items():
+                            if scale is not None and name.endswith("scale") and t is not None:
+                                t.fill_(scale)
                         op.launch_config(index[launch.instance.id], False, op.tensors(call_inputs(mine)), 1e-6)
                         written[launch.id] = [t for t in mine.values() if t is not None and t.dtype == torch.uint8]
                     for launch in ls:

@@ -123,3 +123,33 @@ def test_a_model_s_mrope_section_must_be_a_list_of_positive_integers() -> None:
         parse_spec(text, "vl.yaml")
     ok = parse_spec(text.replace("mrope_section: 8", "mrope_section: [8, 12, 12]"), "vl.yaml")
     assert ok.group("m").member("k").rope_sections == (8, 12, 12)
+
+
+def test_a_temperature_without_rotation_reads_one_position_per_token_whatever_the_rope_style() -> None:
+    """An M-RoPE rope_style with rope_dim 0 rotates nothing, so a position-dependent temperature reads one position per
+    token ([N], as the device code and the reference read it); the inputs, the check table and the symbol's words agree
+    (a random variant of the GPU tier, mrope with rope_dim 0 and llama4's temperature, was refused its own [N] inputs)."""
+    from dataclasses import replace
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kernelgen.codegen.launch import resolve
+    from kernelgen.codegen.render import x_align
+    from kernelgen.layout.pages import pages_of
+    from kernelgen.measure.inputs import call_inputs
+    from kernelgen.runtime.op import InputChecker
+
+    k = resolve_group(SPEC.group("qwen25_vl_7b")).member("k")
+    v = resolve(replace(k, name="mrope_style_nope", rope_dim=0, rope_sections=(), temperature="llama4"))
+    precheck(v)
+    assert (k.position_streams, v.position_streams) == (3, 1)
+    inputs = call_inputs(group_inputs(v, 8, 4, "cpu", seed=1))
+    assert inputs["positions"].shape == (8,)
+    checker = InputChecker(v, pages_of(v), x_align(v, default_plan(v)))
+    with FakeTensorMode():  # fake CUDA tensors of the inputs' shapes and strides: no GPU needed
+        fake = {n: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda") for n, t in inputs.items()
+                if t is not None}
+        checker.check(fake, metadata_only=True)
+        streams = torch.empty(3, 8, dtype=torch.int64, device="cuda")
+        with pytest.raises(LayoutMismatch, match=r"positions must be int32/int64 \[N\]"):
+            checker.check({**fake, "positions": streams}, metadata_only=True)

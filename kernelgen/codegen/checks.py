@@ -17,7 +17,6 @@ from ..layout.layout import Layout
 from ..spec.formats import format_of
 from ..spec.norms import NORMS
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
-from ..spec.ropes import ROPE_STYLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 # Every tensor argument of the family, in the order a variant's symbol takes the ones it uses (symbol_args).
@@ -134,7 +133,7 @@ def table(v: Variant, layout: Layout, x_align: int, names: dict[str, str] | None
     if v.rope_dim:
         checks += _tensor("freqs", ("float32",), ("max_pos", v.rope_dim), PARAM_ALIGN, n=n)
     if v.reads_positions:
-        if ROPE_STYLES[v.rope_style].streams > 1:  # M-RoPE: a row of positions per stream
+        if v.position_streams > 1:  # M-RoPE: a row of positions per stream
             checks += _tensor("positions", INDEX_DTYPES, (3, "N"), n=n,
                               message=f"{n('positions')} must be {_want(INDEX_DTYPES, (3, 'N'))} (M-RoPE: each "
                                       "token's temporal, height and width positions, vLLM's [3, num_tokens])")

@@ -11,7 +11,7 @@ from ..layout.pages import pages_of
 from ..spec.formats import format_of
 from ..spec.group import Group
 from ..spec.pages import POOL_SHARES, SLOT_SOURCES
-from ..spec.ropes import ROPE_STYLES, ROPE_TABLES
+from ..spec.ropes import ROPE_TABLES
 from ..spec.variant import TORCH_DTYPES, Variant
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def make_inputs(v: Variant, num_tokens: int, num_pages: int, device: str, seed: 
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
-    streams = ROPE_STYLES[v.rope_style].streams  # M-RoPE: positions [3, N] (temporal, height, width)
+    streams = v.position_streams  # M-RoPE: positions [3, N] (temporal, height, width)
     positions = torch.randint(0, max_pos, (streams, num_tokens) if streams > 1 else (num_tokens,), generator=g)
     num_pages = max(num_pages, -(-num_tokens * 3 // (2 * v.page_size)) + 1)  # room to spare: unwritten slots
     slots = num_pages * v.page_size
@@ -144,7 +144,7 @@ def workload_inputs(v: Variant, num_tokens: int, workload: str, seed: int = 1, d
     weight = (1 + 0.25 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     bias = (0.1 * torch.randn(v.norm_width, generator=g, device=device)).to(wdtype)
     freqs = rope_table(v.rope_dim, max_pos, v.rope_table)
-    streams = ROPE_STYLES[v.rope_style].streams  # M-RoPE: positions [3, N]
+    streams = v.position_streams  # M-RoPE: positions [3, N]
     if workload == "prefill":
         idx = torch.arange(num_tokens, device=device)
         positions = idx % 1024

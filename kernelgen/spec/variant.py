@@ -162,6 +162,13 @@ class Variant:
         return self.rope_dim > 0 or TEMPERATURES[self.temperature].on
 
     @property
+    def position_streams(self) -> int:
+        """Rows of positions the kernel reads per token: M-RoPE's three ([3, N]) where it rotates, else one ([N]); a
+        temperature alone reads one position per token whatever the rope_style (the device code reads the streams
+        only where kRopeDim > 0)."""
+        return ROPE_STYLES[self.rope_style].streams if self.rope_dim else 1
+
+    @property
     def rope_begin(self) -> int:
         return 0 if self.rope_place == "head" else self.head_dim - self.rope_dim
 
