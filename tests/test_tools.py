@@ -369,6 +369,17 @@ def test_ablate_cuts_apply_to_the_current_headers(monkeypatch: pytest.MonkeyPatc
         ablate.headers_with(["gone"], tmp_path / "gone")
 
 
+def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """after_norm (leave at the norm) and stores (the math runs, nothing is written) are timed alone: in the "all cuts"
+    build they would turn it into a build that writes nothing (the H100 run of a5628f8 read it as stores kept)."""
+    ablate = _tool(monkeypatch, "ablate")
+    builds = ablate.builds_for(list(ablate.CUTS))
+    assert builds["intact"] == [] and all(builds[c] == [c] for c in ablate.CUTS)
+    assert set(ablate.ALONE) <= set(ablate.CUTS) and not set(builds["all cuts"]) & set(ablate.ALONE)
+    assert set(builds["all cuts"]) == set(ablate.CUTS) - set(ablate.ALONE)
+    assert "all cuts" not in ablate.builds_for(["nan_vote", "after_norm"])  # one named part: nothing to combine
+
+
 def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its builds route every token count to the named launch, PDL included (a tuning plan would run the default)."""
     from kernelgen.spec.parse import load_spec

@@ -11,6 +11,8 @@ A cut changes what the kernel writes: its numbers say what a part costs in time,
 list of (header, text, replacement) edits, and the tool refuses a cut whose text is no longer in the headers (so a
 stale cut fails rather than timing the intact kernel twice). The builds compile in parallel processes, each with its
 own headers (a different build key), into KERNELGEN_CACHE_DIR; the timing process then loads them from there.
+The "all cuts" build cuts the named parts together and keeps the stores; after_norm (leave at the norm) and stores
+(run the math, write nothing) are timed alone, so `stores` minus `after_norm` is the math after the norm.
 """
 from __future__ import annotations
 
@@ -59,7 +61,16 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
          "    normalize(r, o, p);"),
     ]),
+    "stores": ("every store: the math after the norm runs, no row is written (after_norm's and write_vote's edits)", [
+        ("kernel.cuh", "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;",
+         "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok && p.eps < 0.f;"),
+        ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
+         "    normalize(r, o, p);"),
+    ]),
 }
+# Cuts that edit the same text as others (after_norm and stores subsume write_vote's edit or the parts after the norm):
+# timed alone, never in the "all cuts" build, which cuts the named parts together and keeps the stores.
+ALONE = ("after_norm", "stores")
 
 
 def headers_with(cuts: list[str], into: Path) -> Path:
@@ -101,6 +112,12 @@ def plan_for(v, launch: str):  # noqa: ANN001, ANN201 (a Variant or Group; a Lau
     return plan_routes(v, [(ALL_TOKENS, Launch.from_id(launch))])
 
 
+def builds_for(cuts: list[str]) -> dict[str, list[str]]:
+    """The builds to time: intact, each cut alone, and (of two or more) the named parts cut together, stores kept."""
+    together = [c for c in cuts if c not in ALONE]
+    return {"intact": []} | {c: [c] for c in cuts} | ({"all cuts": together} if len(together) > 1 else {})
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
@@ -119,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [c for c in cuts if c not in CUTS]
     if unknown:
         sys.exit(f"ablate: unknown cut(s) {', '.join(unknown)}; known: {', '.join(CUTS)}")
-    builds = {"intact": []} | {c: [c] for c in cuts} | ({"all cuts": cuts} if len(cuts) > 1 else {})
+    builds = builds_for(cuts)
     work = Path(tempfile.mkdtemp(prefix="kernelgen-ablate-"))
     dirs = {name: (headers_with(cs, work / f"b{i}") if cs else None) for i, (name, cs) in enumerate(builds.items())}
     # the builds share the CPUs: each runs nvcc on its share of them
