@@ -81,6 +81,28 @@ def test_members_that_rotate_share_one_freqs_table_and_the_launch_fits_every_mem
 
 
 @pytest.mark.pure
+def test_members_that_read_positions_read_them_in_one_shape() -> None:
+    """One positions tensor serves a group: a member whose temperature reads [N] beside one whose M-RoPE reads [3, N]
+    is refused (guard group_one_positions) in Python and by the generated static_assert's words; a shipped M-RoPE
+    group's members agree."""
+    g = SPEC.group("qwen25_vl_7b")
+    q = dict(g.members)["q"]
+    nope = replace(q, name="q_nope_temp", rope_dim=0, rope_sections=(), temperature="llama4")
+    assert (nope.position_streams, dict(g.members)["k"].position_streams) == (1, 3)
+    mixed = replace(g, name="t_mixed_positions", members=tuple((r, nope if r == "q" else v) for r, v in g.members))
+    with pytest.raises(GuardViolation, match=r"group t_mixed_positions: members q and k read one positions tensor, so "
+                                             r"they must read it in one shape \(q: \[N\], k: \[3, N\]\) "
+                                             r"\[guard group_one_positions\]"):
+        precheck(mixed)
+    assert [gd.id for gd in violations(mixed)] == ["group_one_positions"]
+    assert ("static_assert((t_mixed_positions_q_math::kRopeDim > 0 ? t_mixed_positions_q_math::kStreams : 1) == "
+            "(t_mixed_positions_k_math::kRopeDim > 0 ? t_mixed_positions_k_math::kStreams : 1)") in render_variant(
+        mixed, check=False)
+    precheck(g)
+    assert violations(g) == []
+
+
+@pytest.mark.pure
 def test_the_symbol_takes_each_members_tensors_by_role_and_the_shared_ones_once() -> None:
     g = SPEC.group("cake_8_1_fp8")
     assert group_args(g) == ("q", "k", "v", "q_weight", "k_weight", "freqs", "positions", "out_loc",

@@ -136,7 +136,7 @@ def test_a_temperature_without_rotation_reads_one_position_per_token_whatever_th
     from kernelgen.codegen.launch import resolve
     from kernelgen.codegen.render import x_align
     from kernelgen.layout.pages import pages_of
-    from kernelgen.measure.inputs import call_inputs
+    from kernelgen.measure.inputs import call_inputs, group_workload_inputs
     from kernelgen.runtime.op import InputChecker
 
     k = resolve_group(SPEC.group("qwen25_vl_7b")).member("k")
@@ -145,6 +145,9 @@ def test_a_temperature_without_rotation_reads_one_position_per_token_whatever_th
     assert (k.position_streams, v.position_streams) == (3, 1)
     inputs = call_inputs(group_inputs(v, 8, 4, "cpu", seed=1))
     assert inputs["positions"].shape == (8,)
+    for workload in ("decode", "prefill"):  # the bench's and the tuner's inputs too
+        assert group_workload_inputs(v, 8, workload, device="cpu")["positions"].shape == (8,), workload
+        assert group_workload_inputs(k, 8, workload, device="cpu")["positions"].shape == (3, 8), workload
     checker = InputChecker(v, pages_of(v), x_align(v, default_plan(v)))
     with FakeTensorMode():  # fake CUDA tensors of the inputs' shapes and strides: no GPU needed
         fake = {n: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda") for n, t in inputs.items()
@@ -153,3 +156,31 @@ def test_a_temperature_without_rotation_reads_one_position_per_token_whatever_th
         streams = torch.empty(3, 8, dtype=torch.int64, device="cuda")
         with pytest.raises(LayoutMismatch, match=r"positions must be int32/int64 \[N\]"):
             checker.check({**fake, "positions": streams}, metadata_only=True)
+
+
+def test_a_temperature_beside_mrope_reads_the_temporal_row_in_the_reference_and_the_oracle() -> None:
+    """With M-RoPE rotating, the device code's temperature reads each token's first (temporal) position of [3, N]; the
+    reference, its written rows and the float64 oracle read the same row (they took the whole [3, N] and failed)."""
+    from dataclasses import replace
+
+    from kernelgen.spec.ropes import TEMPERATURES
+
+    k = resolve_group(SPEC.group("qwen3_vl_8b")).member("k")
+    kt = replace(k, name="qwen3_vl_8b_k_temp", temperature="llama4")
+    precheck(kt)
+    mine = member_inputs(kt, "", group_inputs(kt, 64, 10, "cpu", seed=8))
+    assert mine["positions"].shape == (3, 64)
+    mine["positions"][0, :3] = -5  # a negative temporal position: not written
+    mine["positions"][1:, 40:] += 1 << 20  # height and width far from the temporal row (kept inside the table below)
+    mine["positions"][1:, 40:] %= mine["freqs"].shape[0]
+    rows_in = mine["x"].reshape(64 * k.heads, 128)
+    pos_rows = mine["positions"].repeat_interleave(k.heads, dim=-1).clamp_min(0)
+    plain = reference.rows(k.row_variant, rows_in, mine["weight"], mine["freqs"], pos_rows)
+    tempered = reference.rows(kt.row_variant, rows_in, mine["weight"], mine["freqs"], pos_rows)
+    assert torch.equal(tempered, plain * TEMPERATURES["llama4"].factor(pos_rows[0])[:, None])
+    before = mine["kvcache"].clone()
+    reference.store(kt, mine["x"], mine["weight"], mine["freqs"], mine["positions"], mine["out_loc"], mine["kvcache"])
+    keep = reference.written_rows(kt, mine["out_loc"], mine["positions"], mine["freqs"], mine["kvcache"])
+    assert not bool(keep[:3].any())
+    report = check_against_oracle(kt, mine["kvcache"], mine, poison=before)
+    assert report.ok, report.violations

@@ -24,6 +24,8 @@ def violations(v: Variant | Group) -> list[Guard]:
     if isinstance(v, Group):
         if group_freqs_problem(v):
             return [GROUP_ONE_FREQS]
+        if group_positions_problem(v):
+            return [GROUP_ONE_POSITIONS]
         return [g for _, m in resolve_group(v).members for g in violations(m)]
     resolved = resolve(v)
     return [g for g in GUARDS if not g.holds(resolved)]
@@ -58,6 +60,30 @@ def group_freqs_problem(g: Group) -> str | None:
     return None
 
 
+GROUP_ONE_POSITIONS = Guard("group_one_positions", lambda g: group_positions_problem(g) is None,
+                            "(see group_cpp_asserts)",
+                            "the members of a launch group that read positions share one positions tensor: its shape "
+                            "must suit each ([3, N] where M-RoPE rotates, else [N])",
+                            axes=("rope_style", "rope_dim", "temperature"))
+
+
+def _positions_shape(v: Variant) -> str:
+    return "[3, N]" if v.position_streams > 1 else "[N]"
+
+
+def group_positions_problem(g: Group) -> str | None:
+    """Why a group's members cannot share one positions tensor (members that read positions must read the same
+    number of streams: Variant.position_streams), else None. The generated code asserts the same."""
+    readers = [(role, v) for role, v in g.members if v.reads_positions]
+    for role, v in readers[1:]:
+        first_role, first = readers[0]
+        if v.position_streams != first.position_streams:
+            return (f"members {first_role} and {role} read one positions tensor, so they must read it in one shape "
+                    f"({first_role}: {_positions_shape(first)}, {role}: {_positions_shape(v)}) [guard "
+                    "group_one_positions]")
+    return None
+
+
 def group_cpp_asserts(g: Group) -> list[dict[str, str]]:
     """The group rules as static_asserts over the members' math structs (named <group>_<role>_math)."""
     roped = [role for role, v in g.members if v.rope_dim]
@@ -67,6 +93,13 @@ def group_cpp_asserts(g: Group) -> list[dict[str, str]]:
         out.append({"cpp": f"{a}::kRopeDim == {b}::kRopeDim && {a}::kRopeHalves == {b}::kRopeHalves",
                     "message": f"members {roped[0]} and {role} rotate with one freqs table, so their rope_dim and "
                                "rope_table must agree"})
+    readers = [role for role, v in g.members if v.reads_positions]
+    streams = "({m}::kRopeDim > 0 ? {m}::kStreams : 1)"  # the rows of positions the device code reads
+    for role in readers[1:]:
+        a, b = f"{g.name}_{readers[0]}_math", f"{g.name}_{role}_math"
+        out.append({"cpp": f"{streams.format(m=a)} == {streams.format(m=b)}",
+                    "message": f"members {readers[0]} and {role} read one positions tensor, so they must read it in "
+                               "one shape"})
     return out
 
 
@@ -74,7 +107,7 @@ def group_precheck(g: Group) -> None:
     """Raise GuardViolation for the first rule the group breaks: its own, then each member's guards under the
     group's launch configuration (naming the member)."""
     where = f"{g.origin + ': ' if g.origin else ''}group {g.name}"
-    problem = group_freqs_problem(g)
+    problem = group_freqs_problem(g) or group_positions_problem(g)
     if problem:
         raise GuardViolation(f"{where}: {problem}")
     resolved = resolve_group(g)

@@ -332,7 +332,7 @@ def _temper(v: Variant, rows: Rows, positions: torch.Tensor) -> Rows:
     import torch
 
     kind = TEMPERATURES[v.temperature]
-    k = torch.floor((positions.to(torch.float64) + 1.0) / kind.floor_scale)
+    k = torch.floor((kind.positions_read(positions).to(torch.float64) + 1.0) / kind.floor_scale)
     t = (torch.log1p(k) * kind.attn_scale + 1.0)[:, None]
     out = rows.linear(lambda m: m * t, rows.local * t)
     return Rows(out.value, out.local + U * out.value.abs(), out.common + ((out.value, torch.full_like(t, 2 * U)),))
@@ -700,7 +700,7 @@ def written(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | None, n
     keep = (out_loc >= 0) & (out_loc < num_slots)
     if TEMPERATURES[v.temperature].on:
         assert positions is not None
-        keep = keep & (positions >= 0)
+        keep = keep & (TEMPERATURES[v.temperature].positions_read(positions) >= 0)
     if v.rope_dim:
         assert positions is not None
         inside = (positions >= 0) & (positions < max_pos)

@@ -139,7 +139,8 @@ def rows(v: Variant, x: torch.Tensor, weight: torch.Tensor | None, freqs: torch.
     temperature = TEMPERATURES[v.temperature]
     if temperature.on:  # the row times t(pos), a float32 (negative positions are not written: any t will do)
         assert positions is not None
-        y = y * temperature.factor(positions.long().clamp_min(0)).to(y.device)[:, None]
+        at = temperature.positions_read(positions)  # M-RoPE: its temporal row, as the device code reads it
+        y = y * temperature.factor(at.long().clamp_min(0)).to(y.device)[:, None]
     return _hadamard(v, y)
 
 
@@ -149,7 +150,7 @@ def written_rows(v: Variant, out_loc: torch.Tensor, positions: torch.Tensor | No
     temperature, a position of at least 0)."""
     keep = (out_loc >= 0) & (out_loc < kvcache.shape[0] * v.page_size)
     if TEMPERATURES[v.temperature].on and positions is not None:
-        keep &= positions >= 0
+        keep &= TEMPERATURES[v.temperature].positions_read(positions) >= 0
     if v.rope_dim and positions is not None:
         max_pos = freqs.shape[0] if freqs is not None else 0
         inside = (positions >= 0) & (positions < max_pos)

@@ -99,6 +99,12 @@ class Temperature:
     def on(self) -> bool:
         return self.floor_scale > 0
 
+    @staticmethod
+    def positions_read(positions: Any) -> Any:
+        """The positions the temperature reads: the token's position, the first (temporal) row of M-RoPE's [3, N]
+        (the device code's f.pos)."""
+        return positions[0] if positions.dim() > 1 else positions
+
     def factor(self, positions: Any) -> Any:
         """t for each position (a torch integer tensor): float32, from float64 arithmetic."""
         import torch
