@@ -369,7 +369,7 @@ def test_ablate_cuts_apply_to_the_current_headers(monkeypatch: pytest.MonkeyPatc
         ablate.headers_with(["gone"], tmp_path / "gone")
 
 
-def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """after_norm (leave at the norm) and stores (the math runs, nothing is written) are timed alone: in the "all cuts"
     build they would turn it into a build that writes nothing (the H100 run of a5628f8 read it as stores kept)."""
     ablate = _tool(monkeypatch, "ablate")
@@ -378,6 +378,8 @@ def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.Mon
     assert set(ablate.ALONE) <= set(ablate.CUTS) and not set(builds["all cuts"]) & set(ablate.ALONE)
     assert set(builds["all cuts"]) == set(ablate.CUTS) - set(ablate.ALONE)
     assert "all cuts" not in ablate.builds_for(["nan_vote", "after_norm"])  # one named part: nothing to combine
+    ablate.headers_with(builds["all cuts"], tmp_path / "together")  # its edits apply together (each text once)
+    assert set(ablate.ALONE) == {"after_norm", "stores"}
 
 
 def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ list of (header, text, replacement) edits, and the tool refuses a cut whose text
 stale cut fails rather than timing the intact kernel twice). The builds compile in parallel processes, each with its
 own headers (a different build key), into KERNELGEN_CACHE_DIR; the timing process then loads them from there.
 The "all cuts" build cuts the named parts together and keeps the stores; after_norm (leave at the norm) and stores
-(run the math, write nothing) are timed alone, so `stores` minus `after_norm` is the math after the norm.
+(run the math, write nothing) are timed alone, so `stores` minus `after_norm` is the math after the norm and the warp's write vote.
 """
 from __future__ import annotations
 
