@@ -61,13 +61,9 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
          "    normalize(r, o, p);"),
     ]),
-    "stores": ("every store: the math after the norm runs, no row is written (after_norm's and write_vote's edits)", [
-        ("kernel.cuh", "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok;",
-         "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok && p.eps < 0.f;"),
-        ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
-         "    normalize(r, o, p);"),
-    ]),
 }
+CUTS["stores"] = ("every store: the math after the norm runs, no row is written (after_norm's and write_vote's edits)",
+                  CUTS["after_norm"][1] + CUTS["write_vote"][1])
 # Cuts that edit the same text as others (after_norm and stores subsume write_vote's edit or the parts after the norm):
 # timed alone, never in the "all cuts" build, which cuts the named parts together and keeps the stores.
 ALONE = ("after_norm", "stores")

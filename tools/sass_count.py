@@ -82,15 +82,33 @@ def _by_launch(plan: LaunchPlan, by_function: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _read(spec: str, name: str, ids: list[str], arch: str, *flags: str) -> tuple[LaunchPlan, list[str]]:
+    """The kernel built once (every launch of ids in one nvcc run) and cuobjdump's output for each of flags."""
+    cuobjdump = knobs.cuobjdump() or "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        plan, obj = _build(spec, name, ids, arch, tmp)
+        return plan, [_cuobjdump(cuobjdump, flag, str(obj)) for flag in flags]
+
+
+def inspect(spec: str, name: str, ids: list[str], arch: str = "sm_90a", dump: str | None = None,
+            regs: bool = False) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+    """From one build: each launch's opcodes in program order, and with regs its resources (else {})."""
+    if regs:
+        _regs_arch(arch)
+    plan, texts = _read(spec, name, ids, arch, "-sass", *(("-res-usage",) if regs else ()))
+    if dump:
+        Path(dump).write_text(texts[0])
+    return _opcodes(plan, texts[0]), (_usage(plan, texts[1]) if regs else {})
+
+
 def sequence(spec: str, variant: str, ids: list[str], dump: str | None = None,
              arch: str = "sm_90a") -> dict[str, list[str]]:
     """Each launch's kernel as its opcodes in program order (every launch compiled in one nvcc run); a launch group's
     name gives its one kernel."""
-    with tempfile.TemporaryDirectory() as tmp:
-        plan, obj = _build(spec, variant, ids, arch, tmp)
-        sass = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-sass", str(obj))
-    if dump:
-        Path(dump).write_text(sass)
+    return inspect(spec, variant, ids, arch, dump)[0]
+
+
+def _opcodes(plan: LaunchPlan, sass: str) -> dict[str, list[str]]:
     blocks = re.split(r"\n\s+Function : ", sass)[1:]
     bodies = _by_launch(plan, {b.splitlines()[0].strip(): "\n".join(b.splitlines()[1:]) for b in blocks})
     return {lid: re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", body)
@@ -114,14 +132,20 @@ def resident_warps(regs: int, shared: int, block_threads: int) -> int:
     return min(limits) * warps
 
 
+def _regs_arch(arch: str) -> None:
+    if arch not in REGS_ARCHS:
+        raise SystemExit(f"--regs knows an sm_90 SM's limits (H100, H200), not {arch}'s: use --arch sm_90a")
+
+
 def resources(spec: str, name: str, ids: list[str], arch: str = "sm_90a") -> dict[str, dict[str, int]]:
     """Per launch: registers per thread, stack, local and shared bytes (cuobjdump -res-usage), and the warps an sm_90
     SM holds at the launch's block size."""
-    if arch not in REGS_ARCHS:
-        raise SystemExit(f"--regs knows an sm_90 SM's limits (H100, H200), not {arch}'s: use --arch sm_90a")
-    with tempfile.TemporaryDirectory() as tmp:
-        plan, obj = _build(spec, name, ids, arch, tmp)
-        usage = _cuobjdump(knobs.cuobjdump() or "cuobjdump", "-res-usage", str(obj))
+    _regs_arch(arch)
+    plan, [usage] = _read(spec, name, ids, arch, "-res-usage")
+    return _usage(plan, usage)
+
+
+def _usage(plan: LaunchPlan, usage: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for lid, line in _by_launch(plan, dict(re.findall(r"Function (\S+):\s*\n\s*(REG:.*)", usage))).items():
         launch = Launch.from_id(lid)
@@ -133,8 +157,12 @@ def resources(spec: str, name: str, ids: list[str], arch: str = "sm_90a") -> dic
 
 def count(spec: str, variant: str, ids: list[str], by_opcode: bool = False,
           dump: str | None = None, arch: str = "sm_90a") -> dict[str, collections.Counter[str]]:
+    return _counters(sequence(spec, variant, ids, dump, arch), by_opcode)
+
+
+def _counters(sequences: dict[str, list[str]], by_opcode: bool) -> dict[str, collections.Counter[str]]:
     return {lid: collections.Counter(op if by_opcode else family(op) for op in ops if op not in ("NOP", "BRA", "EXIT"))
-            for lid, ops in sequence(spec, variant, ids, dump, arch).items()}
+            for lid, ops in sequences.items()}
 
 
 ISSUE_PER_SM_CYCLE = 4 * 32  # thread instructions: four schedulers, one warp instruction each per cycle
@@ -192,12 +220,10 @@ if __name__ == "__main__":
             raise SystemExit(f"sass_count: {exc}") from None
     if gpu:
         bound(spec, variant, {}, int(gpu[0]), gpu[1], gpu[2])  # a launch group is refused before anything compiles
-    if regs and arch not in REGS_ARCHS:
-        raise SystemExit(f"--regs knows an sm_90 SM's limits (H100, H200), not {arch}'s: use --arch sm_90a")
-    counters = count(spec, variant, ids, by_opcode, dump, arch)
+    sequences, usage = inspect(spec, variant, ids, arch, dump, regs)  # the SASS and the resource usage of one build
+    counters = _counters(sequences, by_opcode)
     limits = bound(spec, variant, {k: sum(c.values()) for k, c in counters.items()}, int(gpu[0]), gpu[1], gpu[2]) \
         if gpu else {}
-    usage = resources(spec, variant, ids, arch) if regs else {}
     for lid, counter in counters.items():
         total = sum(counter.values())
         items = counter.most_common() if by_opcode else sorted(counter.items())
