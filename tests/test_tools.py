@@ -379,7 +379,27 @@ def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.Mon
     assert set(builds["all cuts"]) == set(ablate.CUTS) - set(ablate.ALONE)
     assert "all cuts" not in ablate.builds_for(["nan_vote", "after_norm"])  # one named part: nothing to combine
     ablate.headers_with(builds["all cuts"], tmp_path / "together")  # its edits apply together (each text once)
-    assert set(ablate.ALONE) == {"after_norm", "stores"}
+    assert set(ablate.ALONE) == {"after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm"}
+
+
+def test_ablate_moves_the_pdl_trigger_or_drops_one_half_of_the_handshake(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    """The PDL cuts: trigger_after_norm keeps one launch_dependents, after the norm and before the write vote (not at
+    the wait); pdl_trigger keeps none and pdl_wait no wait; weights and global_scale leave no load of their operand."""
+    ablate = _tool(monkeypatch, "ablate")
+
+    def kernel(cut: str, header: str = "kernel.cuh") -> str:
+        return (ablate.headers_with([cut], tmp_path / cut) / "kernelgen" / header).read_text()
+
+    moved = kernel("trigger_after_norm")
+    assert moved.count('"griddepcontrol.launch_dependents;"') == 1 and moved.count('"griddepcontrol.wait;"') == 1
+    trigger, norm, vote = (moved.index(t) for t in ("griddepcontrol.launch_dependents", "    normalize(r, o, p);\n",
+                                                    "if (!__any_sync(kWarp, write)) return;  // the whole warp"))
+    assert norm < trigger < vote
+    assert '"griddepcontrol.launch_dependents;"' not in kernel("pdl_trigger")
+    assert '"griddepcontrol.wait;"' not in kernel("pdl_wait")
+    assert "load_wide(w + " not in kernel("weights", "norm.cuh")
+    assert "__ldg(p.global_scale)" not in kernel("global_scale")
 
 
 def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,8 @@ stale cut fails rather than timing the intact kernel twice). The builds compile 
 own headers (a different build key), into KERNELGEN_CACHE_DIR; the timing process then loads them from there.
 The "all cuts" build cuts the named parts together and keeps the stores; after_norm (leave at the norm) and stores
 (run the math, write nothing) are timed alone, so `stores` minus `after_norm` is the math after the norm and the warp's write vote.
+The PDL cuts (no wait, no trigger, the trigger after the norm) change the handshake between one launch and the next,
+and are timed alone too.
 """
 from __future__ import annotations
 
@@ -64,9 +66,31 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
 }
 CUTS["stores"] = ("every store: the math after the norm runs, no row is written (after_norm's and write_vote's edits)",
                   CUTS["after_norm"][1] + CUTS["write_vote"][1])
-# Cuts that edit the same text as others (after_norm and stores subsume write_vote's edit or the parts after the norm):
-# timed alone, never in the "all cuts" build, which cuts the named parts together and keeps the stores.
-ALONE = ("after_norm", "stores")
+# The operands read after the wait besides x: each one's load gone, its value a constant.
+CUTS["weights"] = ("the norm weight's loads (every weight 1)", [
+    ("norm.cuh", "      load_wide(w + r.first(c), o.w[c]);\n",
+     "      for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = 1.f;\n"),
+])
+CUTS["global_scale"] = ("the per-tensor scale's load (scale 1; a no-op for a variant without one)", [
+    ("kernel.cuh", "  if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);\n", ""),
+])
+# The PDL handshake (timing only; ablate times a launch after a launch of itself on the same inputs).
+_TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;" :::);\n'
+CUTS["pdl_wait"] = ("griddepcontrol.wait: the reads no longer wait for the launch before (a time, never a kernel)", [
+    ("kernel.cuh", '  asm volatile("griddepcontrol.wait;" ::: "memory");\n', ""),
+])
+CUTS["pdl_trigger"] = ("griddepcontrol.launch_dependents: the next launch starts when this one has exited", [
+    ("kernel.cuh", _TRIGGER, ""),
+])
+CUTS["trigger_after_norm"] = ("the trigger moved from the wait to after the norm (SGLang's place; norm_then_rope)", [
+    ("kernel.cuh", _TRIGGER, ""),
+    ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
+     "    normalize(r, o, p);\n" + _TRIGGER + "    if (!__any_sync(kWarp, write)) return;"),
+])
+# Cuts timed alone, never in the "all cuts" build (which cuts the named parts together and keeps the stores):
+# after_norm and stores subsume write_vote's edit or the parts after the norm; the PDL cuts change the handshake
+# between launches, not a part of one, and trigger_after_norm edits write_vote's text.
+ALONE = ("after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm")
 
 
 def headers_with(cuts: list[str], into: Path) -> Path:
