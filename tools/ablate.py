@@ -87,10 +87,65 @@ CUTS["trigger_after_norm"] = ("the trigger moved from the wait to after the norm
     ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
      "    normalize(r, o, p);\n" + _TRIGGER + "    if (!__any_sync(kWarp, write)) return;"),
 ])
+# Probes add what no kernel has: code in the hot path's address range that never runs (a branch no input takes
+# jumps over it), placed after the wait and before the norm. If a build with one is slower than without, the time
+# goes to fetching instructions by address (the code after the wait reaching further), not to executing them.
+_SKIP_AT = "  if constexpr (Cfg::kRopeFirst) {  // norm_order: rope_then_norm"
+
+
+def _skipped(stores: int, kib: str) -> tuple[str, list[tuple[str, str, str]]]:
+    body = "".join(f"st.volatile.shared.u32 [%0+{4 * i}], %1;\\n" for i in range(stores))  # each kept: its own address
+    code = f'  if (p.eps < -1.f) asm volatile("{body}" :: "r"(0), "r"(0) : "memory");  // probe: never runs\n'
+    return (f"{stores} shared stores after the wait that never run ({kib} of sm_90a code: a probe of instruction fetch)",
+            [("kernel.cuh", _SKIP_AT, code + _SKIP_AT)])
+
+
+CUTS["skip_64"] = _skipped(64, "about 2 KiB")
+CUTS["skip_128"] = _skipped(128, "about 3 KiB")
+# A probe of the other reading: the token's whole path runs once before the wait on a zero row that writes nothing
+# (the same code: a loop of two passes, not unrolled), so the instructions after the wait are fetched already.
+_EARLY_PATH = """  if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
+    Operands<Cfg> o;
+    fetch_early(cur, o, p, first, lane);
+    process(cur, p, 0, o);
+    return;
+  }"""
+_TWO_PASSES = """  if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
+    Operands<Cfg> o;
+    int64_t token;
+    int head;
+    fetch_indices(cur, p, first, token, head);
+    {
+      Row<Cfg> r;
+      start_row(r, 0);
+      const bool pos_ok = positions_ok(cur, p);
+      if (pos_ok) load_freqs<Cfg, true>(o, r, freq_rows(cur, p, pos_ok));
+    }
+    Fetched<Cfg> dry = cur;
+    dry.in_range = false;
+    for (auto& chunk : dry.x)
+      for (auto& word : chunk) word = {};
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        pdl_wait_then_release();
+        fetch_row(cur, p, token, head, lane);
+      }
+      process(pass == 0 ? dry : cur, p, 0, o, pass == 0);
+    }
+    return;
+  }"""
+CUTS["warm_pass"] = ("the path run once before the wait on a zero row writing nothing (a probe of instruction fetch)", [
+    ("kernel.cuh", _EARLY_PATH, _TWO_PASSES),
+    ("kernel.cuh", "void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o) {",
+     "void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o, bool dry = false) {"),
+    ("kernel.cuh", "    if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together",
+     "    if (!__any_sync(kWarp, write || dry)) return;  // the whole warp skips the token together"),
+])
 # Cuts timed alone, never in the "all cuts" build (which cuts the named parts together and keeps the stores):
 # after_norm and stores subsume write_vote's edit or the parts after the norm; the PDL cuts change the handshake
 # between launches, not a part of one, and trigger_after_norm edits write_vote's text.
-ALONE = ("after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm")
+ALONE = ("after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm", "skip_64", "skip_128", "warm_pass")
 
 
 def headers_with(cuts: list[str], into: Path) -> Path:
@@ -133,9 +188,11 @@ def plan_for(v, launch: str):  # noqa: ANN001, ANN201 (a Variant or Group; a Lau
 
 
 def builds_for(cuts: list[str]) -> dict[str, list[str]]:
-    """The builds to time: intact, each cut alone, and (of two or more) the named parts cut together, stores kept."""
-    together = [c for c in cuts if c not in ALONE]
-    return {"intact": []} | {c: [c] for c in cuts} | ({"all cuts": together} if len(together) > 1 else {})
+    """The builds to time: intact, each cut alone (an item `a+b` is one build with both), and (of two or more single
+    cuts) the named parts cut together, stores kept."""
+    together = [c for c in cuts if c not in ALONE and "+" not in c]
+    return ({"intact": []} | {c: c.split("+") for c in cuts}
+            | ({"all cuts": together} if len(together) > 1 else {}))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         load(a.spec, a.variant, a.launch, Path(a.build_one) if a.build_one else None)
         return
     cuts = list(CUTS) if a.cuts == "all" else [c for c in a.cuts.split(",") if c]
-    unknown = [c for c in cuts if c not in CUTS]
+    unknown = [part for c in cuts for part in c.split("+") if part not in CUTS]
     if unknown:
         sys.exit(f"ablate: unknown cut(s) {', '.join(unknown)}; known: {', '.join(CUTS)}")
     builds = builds_for(cuts)
@@ -193,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'build':14s} " + " ".join(f"N={n:<7d}" for n in tokens) + "  vs intact")
     for name, per in rows.items():
         delta = " ".join(f"{per[n] - rows['intact'][n]:+.3f}" for n in tokens)
-        what = CUTS[name][0] if name in CUTS else ""
+        what = "" if name == "all cuts" else "; ".join(CUTS[c][0] for c in builds.get(name, []))
         print(f"{name:14s} " + " ".join(f"{per[n]:<9.3f}" for n in tokens) + f"  {delta}  {what}")
     if a.json:
         Path(a.json).write_text(json.dumps({"variant": a.variant, "launch": a.launch, "gpu": torch.cuda.get_device_name(),
