@@ -57,6 +57,7 @@ VIOLATIONS: dict[str, Variant] = {
     "min_blocks_fit": Variant("g_min_blocks_fit", launch=Launch(32, 8, 4, min_blocks=16)),
     "early_reads_one_token": Variant("g_early_reads_one_token",
                                      launch=Launch(32, 2, 4, pdl=True, loop=True, early_reads=True)),
+    "warm_pass_early_reads": Variant("g_warm_pass_early_reads", launch=Launch(32, 2, 4, pdl=True, warm_pass=True)),
     "norm_nope_needs_tail_rope": Variant("g_norm_nope_needs_tail_rope", norm_dims="nope", rope_place="head"),
     "norm_nope_needs_rms": Variant("g_norm_nope_needs_rms", norm="layer", norm_dims="nope"),
     "rope_sections_cover_the_rope": Variant("g_rope_sections_cover_the_rope", rope_style="mrope", rope_table="halves",

@@ -68,7 +68,7 @@ def test_launch_fields_are_the_table() -> None:
     assert [(f.name, f.default) for f in fields(Launch)] == [(p.name, p.default) for p in LAUNCH_PARAMS]
     assert [f.name for f in fields(Launch)] == ["threads_per_token", "tokens_per_block", "vec", "prefetch", "pdl",
                                                 "loop", "hw_convert", "min_blocks", "packed_f32", "rope_rows",
-                                                "early_reads", "lean_math", "bracket_codes"]  # positional construction keeps its meaning
+                                                "early_reads", "lean_math", "bracket_codes", "warm_pass"]  # positional construction keeps its meaning
     launch = Launch(32, 2, 4, True, True)
     assert (launch.prefetch, launch.pdl, launch.loop) == (True, True, False)
 
@@ -88,7 +88,7 @@ def test_ids_are_the_tokens_in_id_order_and_parse_back() -> None:
 
 @pytest.mark.parametrize("text", ["t8.b8", "b8.t8.v8", "t8.b8.v8.zz", "t8.bx.v8", ""])
 def test_a_bad_id_is_refused_in_one_line_naming_the_form(text: str) -> None:
-    assert ID_EXAMPLE == "t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.lm][.bc][.mb2]"
+    assert ID_EXAMPLE == "t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.lm][.bc][.wp][.mb2]"
     with pytest.raises(ValueError) as err:
         Launch.from_id(text)
     assert str(err.value) == f"'{text}' is not a launch id like {ID_EXAMPLE}"
@@ -99,8 +99,8 @@ def test_describe_reads_the_table() -> None:
     want = " ".join([*(f"{p.name}=4" for p in LAUNCH_PARAMS if p.kind is int and not p.optional),
                      *(p.name for p in ID_FLAGS), *(f"{p.name}=4" for p in LAUNCH_PARAMS if p.optional)])
     assert launch.describe() == want == ("threads_per_token=4 tokens_per_block=4 vec=4 prefetch loop pdl hw_convert "
-                                         "packed_f32 rope_rows early_reads lean_math bracket_codes min_blocks=4")
-    assert launch.id == "t4.b4.v4.pf.lp.pdl.hw.pk.rr.er.lm.bc.mb4" and Launch.from_id(launch.id) == launch
+                                         "packed_f32 rope_rows early_reads lean_math bracket_codes warm_pass min_blocks=4")
+    assert launch.id == "t4.b4.v4.pf.lp.pdl.hw.pk.rr.er.lm.bc.wp.mb4" and Launch.from_id(launch.id) == launch
     for old in ("t8.b8.v8", "t32.b2.v4.pf.pdl", "t4.b16.v8.lp"):  # ids written before min_blocks keep their meaning
         assert Launch.from_id(old).id == old and Launch.from_id(old).min_blocks == 0
     for bad in ("t8.b8.v8.mb0", "t8.b8.v8.mb-2", "t8.b8.v8.mbx", "t8.b8.v8.mb2.zz"):
@@ -125,7 +125,7 @@ def test_the_space_is_the_table() -> None:
     assert s.values == tuple((p.tune, (p.default,) if p.capabilities else p.values(V)) for p in IN_SPACE_ORDER)
     point = {"threads_per_token": 32, "vec": 4, "block_threads": 64, "prefetch": True, "pdl": True, "loop": False,
              "hw_convert": False, "resident_threads": 0, "packed_f32": False, "rope_rows": False,
-             "early_reads": False, "lean_math": False, "bracket_codes": False}
+             "early_reads": False, "lean_math": False, "bracket_codes": False, "warm_pass": False}
     assert space.point(point) == Launch(32, 2, 4, True, True)
     valid, rejected = space.candidates(V, space.default_space(V, {"loop": (False, True)}))
     assert {c.instance for c in valid} == set(space.instances(valid)) and rejected

@@ -380,7 +380,7 @@ def test_ablate_times_the_cuts_that_subsume_others_alone(monkeypatch: pytest.Mon
     assert "all cuts" not in ablate.builds_for(["nan_vote", "after_norm"])  # one named part: nothing to combine
     ablate.headers_with(builds["all cuts"], tmp_path / "together")  # its edits apply together (each text once)
     assert set(ablate.ALONE) == {"after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm", "skip_64",
-                                 "skip_128", "warm_pass"}
+                                 "skip_128"}
     combined = ablate.builds_for(["after_norm+skip_64", "nan_vote", "exact_root"])  # a+b: one build with both
     assert combined["after_norm+skip_64"] == ["after_norm", "skip_64"] and combined["all cuts"] == ["nan_vote", "exact_root"]
     ablate.headers_with(combined["after_norm+skip_64"], tmp_path / "combined")
@@ -398,22 +398,16 @@ def test_ablate_moves_the_pdl_trigger_or_drops_one_half_of_the_handshake(monkeyp
     moved = kernel("trigger_after_norm")
     assert moved.count('"griddepcontrol.launch_dependents;"') == 1 and moved.count('"griddepcontrol.wait;"') == 1
     trigger, norm, vote = (moved.index(t) for t in ("griddepcontrol.launch_dependents", "    normalize(r, o, p);\n",
-                                                    "if (!__any_sync(kWarp, write)) return;  // the whole warp"))
+                                                    "if (!__any_sync(kWarp, write || dry)) return;  // the whole warp"))
     assert norm < trigger < vote
     assert '"griddepcontrol.launch_dependents;"' not in kernel("pdl_trigger")
     assert '"griddepcontrol.wait;"' not in kernel("pdl_wait")
-    assert "load_wide(w + " not in kernel("weights", "norm.cuh")
-    assert "__ldg(p.global_scale)" not in kernel("global_scale")
-    # the probes: never-run stores before the norm (each at its own address, so none is merged away); the warm pass
-    # runs process() in a loop of two passes, the wait inside it, and lets the dry pass through the write vote
+    assert "(w + r.first(c)" not in kernel("weights", "norm.cuh")
+    assert "p.global_scale)" not in kernel("global_scale")
+    # the probes: never-run stores before the norm (each at its own address, so none is merged away)
     skipped = kernel("skip_64")
     assert skipped.count("st.volatile.shared.u32") == 64 and skipped.count("[%0+252]") == 1
     assert skipped.index("// probe: never runs") < skipped.index("    normalize(r, o, p);\n")
-    warm = kernel("warm_pass")
-    assert "#pragma unroll 1\n    for (int pass = 0; pass < 2; ++pass)" in warm
-    assert warm.index("for (int pass = 0") < warm.index("        pdl_wait_then_release();") < warm.index(
-        "process(pass == 0 ? dry : cur, p, 0, o, pass == 0);")
-    assert "__any_sync(kWarp, write || dry)" in warm
 
 
 def test_ablate_times_the_launch_it_is_given_at_every_token_count(monkeypatch: pytest.MonkeyPatch) -> None:

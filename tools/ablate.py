@@ -60,7 +60,7 @@ CUTS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
          "  const bool write = f.in_range && f.loc >= 0 && f.loc < p.num_slots && pos_ok && p.eps < 0.f;"),
     ]),
     "write_vote": ("the warp's vote before the early exit (every warp goes on; norm_then_rope)", [
-        ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
+        ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write || dry)) return;",
          "    normalize(r, o, p);"),
     ]),
 }
@@ -68,11 +68,11 @@ CUTS["stores"] = ("every store: the math after the norm runs, no row is written 
                   CUTS["after_norm"][1] + CUTS["write_vote"][1])
 # The operands read after the wait besides x: each one's load gone, its value a constant.
 CUTS["weights"] = ("the norm weight's loads (every weight 1)", [
-    ("norm.cuh", "      load_wide(w + r.first(c), o.w[c]);\n",
+    ("norm.cuh", "      load_wide<W, Cfg::kVec, kPlain>(w + r.first(c), o.w[c]);\n",
      "      for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = 1.f;\n"),
 ])
 CUTS["global_scale"] = ("the per-tensor scale's load (scale 1; a no-op for a variant without one)", [
-    ("kernel.cuh", "  if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);\n", ""),
+    ("kernel.cuh", "    global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);\n", "    ;\n"),
 ])
 # The PDL handshake (timing only; ablate times a launch after a launch of itself on the same inputs).
 _TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;" :::);\n'
@@ -84,8 +84,8 @@ CUTS["pdl_trigger"] = ("griddepcontrol.launch_dependents: the next launch starts
 ])
 CUTS["trigger_after_norm"] = ("the trigger moved from the wait to after the norm (SGLang's place; norm_then_rope)", [
     ("kernel.cuh", _TRIGGER, ""),
-    ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write)) return;",
-     "    normalize(r, o, p);\n" + _TRIGGER + "    if (!__any_sync(kWarp, write)) return;"),
+    ("kernel.cuh", "    normalize(r, o, p);\n    if (!__any_sync(kWarp, write || dry)) return;",
+     "    normalize(r, o, p);\n" + _TRIGGER + "    if (!__any_sync(kWarp, write || dry)) return;"),
 ])
 # Probes add what no kernel has: code in the hot path's address range that never runs (a branch no input takes
 # jumps over it), placed after the wait and before the norm. If a build with one is slower than without, the time
@@ -102,50 +102,10 @@ def _skipped(stores: int, kib: str) -> tuple[str, list[tuple[str, str, str]]]:
 
 CUTS["skip_64"] = _skipped(64, "about 2 KiB")
 CUTS["skip_128"] = _skipped(128, "about 3 KiB")
-# A probe of the other reading: the token's whole path runs once before the wait on a zero row that writes nothing
-# (the same code: a loop of two passes, not unrolled), so the instructions after the wait are fetched already.
-_EARLY_PATH = """  if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
-    Operands<Cfg> o;
-    fetch_early(cur, o, p, first, lane);
-    process(cur, p, 0, o);
-    return;
-  }"""
-_TWO_PASSES = """  if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
-    Operands<Cfg> o;
-    int64_t token;
-    int head;
-    fetch_indices(cur, p, first, token, head);
-    {
-      Row<Cfg> r;
-      start_row(r, 0);
-      const bool pos_ok = positions_ok(cur, p);
-      if (pos_ok) load_freqs<Cfg, true>(o, r, freq_rows(cur, p, pos_ok));
-    }
-    Fetched<Cfg> dry = cur;
-    dry.in_range = false;
-    for (auto& chunk : dry.x)
-      for (auto& word : chunk) word = {};
-#pragma unroll 1
-    for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        pdl_wait_then_release();
-        fetch_row(cur, p, token, head, lane);
-      }
-      process(pass == 0 ? dry : cur, p, 0, o, pass == 0);
-    }
-    return;
-  }"""
-CUTS["warm_pass"] = ("the path run once before the wait on a zero row writing nothing (a probe of instruction fetch)", [
-    ("kernel.cuh", _EARLY_PATH, _TWO_PASSES),
-    ("kernel.cuh", "void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o) {",
-     "void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o, bool dry = false) {"),
-    ("kernel.cuh", "    if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together",
-     "    if (!__any_sync(kWarp, write || dry)) return;  // the whole warp skips the token together"),
-])
 # Cuts timed alone, never in the "all cuts" build (which cuts the named parts together and keeps the stores):
 # after_norm and stores subsume write_vote's edit or the parts after the norm; the PDL cuts change the handshake
 # between launches, not a part of one, and trigger_after_norm edits write_vote's text.
-ALONE = ("after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm", "skip_64", "skip_128", "warm_pass")
+ALONE = ("after_norm", "stores", "pdl_wait", "pdl_trigger", "trigger_after_norm", "skip_64", "skip_128")
 
 
 def headers_with(cuts: list[str], into: Path) -> Path:

@@ -186,6 +186,10 @@ _LAYOUT_AND_LAUNCH_GUARDS: tuple[Guard, ...] = (
     Guard("early_reads_one_token", lambda v: not (v.launch.early_reads and v.launch.loop), "!(kEarlyReads && kLoop)",
           "launch.early_reads reads one token's indices before the PDL wait, and a looping grid (launch.loop) walks "
           "many tokens: turn one of them off", launch=True),
+    Guard("warm_pass_early_reads", lambda v: not v.launch.warm_pass or v.launch.early_reads,
+          "!kWarmPass || kEarlyReads",
+          "launch.warm_pass runs a token's path once before the PDL wait, which only an early_reads launch has (its "
+          "indices read before the wait): turn early_reads on or warm_pass off", launch=True),
     Guard("min_blocks_fit",
           lambda v: v.launch.min_blocks * v.launch.threads_per_token * v.launch.tokens_per_block <= 2048,
           "kMinBlocks * kThreadsPerToken * kTokensPerBlock <= 2048",

@@ -260,6 +260,17 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "into e4m3 codes (elsewhere a no-op)",
         token="bc", id_pos=12, compiled=True, cpp="kBracketCodes",
         tune="bracket_codes", space_pos=12, values=_bracket_codes_values, tie_pos=12, prefer="low", noop_elsewhere=True),
+    LaunchParam(
+        "warm_pass", bool,
+        "an early_reads launch runs each token's path twice from one copy of its code: first before griddepcontrol.wait "
+        "on a zero row that writes nothing, so the instructions after the wait are in the SM's instruction caches when "
+        "the wait returns (a small launch's blocks land on SMs that have not run the kernel), then on the token's row. "
+        "The same bytes (the dry pass writes nothing; the weights and scales it reads are read again after the wait), "
+        "checked by the tuner like every candidate; off in the default space until measured: a spec opts in with "
+        "`tune: {warm_pass: [false, true]}`; offered only with early_reads on",
+        token="wp", id_pos=13, compiled=True, cpp="kWarmPass",
+        tune="warm_pass", space_pos=13, values=lambda v: (False,), tie_pos=13, prefer="low",
+        guards=("warm_pass_early_reads",), requires=("early_reads",)),
 )
 
 BY_NAME: dict[str, LaunchParam] = {p.name: p for p in LAUNCH_PARAMS}
@@ -271,6 +282,6 @@ IN_TIE_ORDER: tuple[LaunchParam, ...] = tuple(sorted(LAUNCH_PARAMS, key=lambda p
 ID_NUMBERS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and not p.optional)
 ID_FLAGS: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is bool)
 ID_OPTIONAL: tuple[LaunchParam, ...] = tuple(p for p in IN_ID_ORDER if p.kind is int and p.optional)
-# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.lm][.mb2]
+# How an id reads, for messages: t8.b8.v8[.pf][.lp][.pdl][.hw][.pk][.rr][.er][.lm][.bc][.wp][.mb2]
 ID_EXAMPLE = (".".join(f"{p.token}8" for p in ID_NUMBERS) + "".join(f"[.{p.token}]" for p in ID_FLAGS)
               + "".join(f"[.{p.token}2]" for p in ID_OPTIONAL))

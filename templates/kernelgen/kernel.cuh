@@ -141,27 +141,36 @@ __device__ __forceinline__ FreqRows freq_rows(const Fetched<Cfg>& f, const Param
 // of memory latency instead of two (position, then its cos/sin). The spec that offers it promises that the kernel
 // launched before never writes the slot mapping, the positions or the cos/sin table (docs/tuning.md).
 template <class Cfg>
-__device__ __forceinline__ void fetch_early(Fetched<Cfg>& f, Operands<Cfg>& o, const Params& p, int64_t slot_token,
-                                            int lane) {
-  int64_t token;
-  int head;
+__device__ __forceinline__ void read_early(Fetched<Cfg>& f, Operands<Cfg>& o, const Params& p, int64_t slot_token,
+                                           int64_t& token, int& head) {
   fetch_indices(f, p, slot_token, token, head);
   Row<Cfg> r;
   start_row(r, 0);  // load_freqs reads the lane alone
   const bool pos_ok = positions_ok(f, p);
   if (pos_ok) load_freqs<Cfg, true>(o, r, freq_rows(f, p, pos_ok));  // ordinary loads: they stay before the wait
+}
+
+template <class Cfg>
+__device__ __forceinline__ void fetch_early(Fetched<Cfg>& f, Operands<Cfg>& o, const Params& p, int64_t slot_token,
+                                            int lane) {
+  int64_t token;
+  int head;
+  read_early(f, o, p, slot_token, token, head);
   pdl_wait_then_release();
   fetch_row(f, p, token, head, lane);
 }
 
 // Everything after the loads for one token: operands, norm, RoPE, Hadamard, quantize and store. `o` holds the
-// cos/sin already where fetch_early read them.
+// cos/sin already where fetch_early read them. A dry run (launch.warm_pass's first pass) goes the whole way and writes
+// nothing (f.in_range is false).
 template <class Cfg>
-__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o) {
+__device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, int parity, Operands<Cfg>& o,
+                                        bool dry = false) {
   Row<Cfg> r;
   start_row(r, parity);
   float global_scale = 1.f;
-  if constexpr (Cfg::kGlobal != GlobalScale::kNone) global_scale = __ldg(p.global_scale);
+  if constexpr (Cfg::kGlobal != GlobalScale::kNone)  // warm_pass: an ordinary load, kept after the wait (load_weights)
+    global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);
   if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
   // positions_ok and freq_rows written out: through the functions nvcc schedules the launch groups differently,
@@ -186,13 +195,13 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   // load, and x's loads stay at entry (with the exit first, nvcc sinks them below it: one more
   // round of memory latency per call, seen in the SASS).
   if constexpr (Cfg::kRopeFirst) {  // norm_order: rope_then_norm: the norm runs on the rotated row
-    if (!__any_sync(kWarp, write)) return;
+    if (!__any_sync(kWarp, write || dry)) return;
     rotate(r, o, freqs_row);
     normalize(r, o, p);
     round_bf16_if<Cfg::kRoundNormBf16>(r);
   } else {
     normalize(r, o, p);
-    if (!__any_sync(kWarp, write)) return;  // the whole warp skips the token together
+    if (!__any_sync(kWarp, write || dry)) return;  // the whole warp skips the token together
     round_bf16_if<Cfg::kRoundNormBf16>(r);  // round_norm_bf16: RoPE rotates the bf16 the norm would output
     rotate(r, o, freqs_row);
   }
@@ -217,6 +226,38 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   process(f, p, parity, o);
 }
 
+// An early_reads launch's token (the variant's kernel and a group member's block): its indices and cos/sin read before
+// the wait. launch.warm_pass (kWarmPass): the path runs twice from one copy of its code (a loop not unrolled), first
+// before the wait on a zero row that writes nothing, then on the token's row after it, so the instructions after the
+// wait are in the SM's instruction caches already (a small launch's blocks land on SMs that have not run the kernel).
+// The dry pass reads the weights and the scale and discards them; the second reads them again after the wait.
+template <class Cfg>
+__device__ __forceinline__ void early_token(const Params& p, int64_t slot_token, int lane, int parity) {
+  Fetched<Cfg> f;
+  Operands<Cfg> o;
+  if constexpr (!Cfg::kWarmPass) {
+    fetch_early(f, o, p, slot_token, lane);
+    process(f, p, parity, o);
+  } else {
+    int64_t token;
+    int head;
+    read_early(f, o, p, slot_token, token, head);
+    const bool in_range = f.in_range;
+    f.in_range = false;  // the dry pass: a zero row that writes nothing
+    for (auto& chunk : f.x)
+      for (auto& word : chunk) word = {};
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        pdl_wait_then_release();
+        f.in_range = in_range;
+        fetch_row(f, p, token, head, lane);
+      }
+      process(f, p, parity, o, pass == 0);
+    }
+  }
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads, Cfg::kMinBlocks) fused_norm_rope_store_kernel(const Params p) {
   using G = Geometry<Cfg>;
@@ -225,9 +266,7 @@ __global__ void __launch_bounds__(Geometry<Cfg>::kBlockThreads, Cfg::kMinBlocks)
   const int64_t first = int64_t(blockIdx.x) * Cfg::kTokensPerBlock + threadIdx.x / G::kT;
   Fetched<Cfg> cur;
   if constexpr (Cfg::kEarlyReads) {  // never looping (guard early_reads_one_token)
-    Operands<Cfg> o;
-    fetch_early(cur, o, p, first, lane);
-    process(cur, p, 0, o);
+    early_token<Cfg>(p, first, lane, 0);
     return;
   }
   fetch(cur, p, first, lane);
@@ -267,12 +306,11 @@ struct GroupParams {
 template <class Cfg>
 __device__ __forceinline__ void member_block(const Params& p, int64_t block, int parity) {
   using G = Geometry<Cfg>;
-  Fetched<Cfg> f;
   if constexpr (Cfg::kEarlyReads) {
-    Operands<Cfg> o;
-    fetch_early(f, o, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
-    process(f, p, parity, o);
+    early_token<Cfg>(p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT),
+                     parity);
   } else {
+    Fetched<Cfg> f;
     fetch(f, p, block * Cfg::kTokensPerBlock + threadIdx.x / G::kT, static_cast<int>(threadIdx.x % G::kT));
     process(f, p, parity);
   }

@@ -79,17 +79,21 @@ __device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r
 #pragma unroll
       for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = 1.f;
   } else if constexpr (Cfg::kNorm != Norm::kNone) {
-    const auto* w = static_cast<const typename Cfg::Weight*>(p.weight);
-    const auto* b = static_cast<const typename Cfg::Weight*>(p.bias);
+    using W = typename Cfg::Weight;
+    const auto* w = static_cast<const W*>(p.weight);
+    const auto* b = static_cast<const W*>(p.bias);
+    // launch.warm_pass: ordinary loads, which stay after the PDL wait in the loop of its two passes (a read-only
+    // load is loop-invariant there, and would be hoisted above the loop, before the wait)
+    constexpr bool kPlain = Cfg::kWarmPass;
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       if (!in_norm<Cfg>(r.first(c))) continue;  // the weight covers the norm's dims only
-      load_wide(w + r.first(c), o.w[c]);
+      load_wide<W, Cfg::kVec, kPlain>(w + r.first(c), o.w[c]);
       if constexpr (Cfg::kNorm == Norm::kRmsGemma) {  // Gemma's (1 + w), rounded to float32 as its float32 add is
 #pragma unroll
         for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = __fadd_rn(1.f, o.w[c][k]);
       }
-      if constexpr (Cfg::kNormBias) load_wide(b + r.first(c), o.b[c]);
+      if constexpr (Cfg::kNormBias) load_wide<W, Cfg::kVec, kPlain>(b + r.first(c), o.b[c]);
     }
   }
 }
