@@ -97,9 +97,11 @@ def test_its_candidates_compile_for_every_target() -> None:
 
 @pytest.mark.gpu
 def test_it_writes_the_early_reads_bytes(session_cache: Path) -> None:
-    """The DeepSeek-V4 main-KV writers (V4.1 fp8 and fp4, uniform fp8, FlashMLA fp8) and an fp8 GQA K append, each
-    with `.wp` launches of one to four warps per token, with and without PDL, write the reference's bytes at 1, 37
-    and 300 tokens (padding, skipped slots and rows outside the cos/sin table included, as in every check)."""
+    """The DeepSeek-V4 main-KV writers (V4.1 fp8 and fp4, uniform fp8, FlashMLA fp8), an fp8 GQA K append and the
+    DeepSeek-V4 fp8 indexer (its Hadamard crosses warps), each with `.wp` launches of one to four warps per token, with
+    and without PDL, write the reference's bytes at 1, 37 and 300 tokens (padding, skipped slots and rows outside the
+    cos/sin table included, as in every check). A token of several warps runs its second pass on the other set of
+    exchange slots, so a warp ahead in it cannot overwrite what another still reads in the first."""
     from kernelgen.build import toolchain
     from kernelgen.build.lifecycle import build
     from kernelgen.codegen.launch import ALL_TOKENS, plan_routes
@@ -110,10 +112,13 @@ def test_it_writes_the_early_reads_bytes(session_cache: Path) -> None:
     variants = [DSV4.variant(n) for n in ("dsv4_mainkv_v41_p64", "dsv4_mainkv_v41_fp4_p64",
                                           "dsv4_mainkv_uniform_fp8_p64", "dsv4_mainkv_fp8mla_p64")]
     variants.append(load_spec("attention_prep").variant("llama3_8b_fp8_k"))
+    variants.append(load_spec("dsv4_indexer").variant("dsv4_indexer_fp8_p64"))  # a Hadamard across two warps
     plans = []
     for v in variants:
-        ids = ("t128.b1.v4.pf.pdl.er.wp", "t32.b2.v8.pf.pdl.er.lm.wp", "t64.b1.v8.pdl.er.wp") if v.head_dim == 512 \
-            else ("t16.b4.v8.pf.pdl.er.wp", "t32.b2.v4.pdl.er.lm.wp")
+        ids = {512: ("t128.b1.v4.pf.pdl.er.wp", "t32.b2.v8.pf.pdl.er.lm.wp", "t64.b1.v8.pdl.er.wp"),
+               128: ("t16.b4.v8.pf.pdl.er.wp", "t32.b2.v4.pdl.er.lm.wp")}[v.head_dim]
+        if v.hadamard:
+            ids += ("t64.b2.v2.pf.pdl.er.wp",)
         launches = tuple(Launch.from_id(i) for i in ids)
         plans.append(plan_routes(v, [(ALL_TOKENS, launches[0])], launches))
     artifacts = build(variants, toolchain.detect(), toolchain.resolve_archs(None), session_cache, launch_plans=plans)

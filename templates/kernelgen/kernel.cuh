@@ -230,7 +230,9 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
 // the wait. launch.warm_pass (kWarmPass): the path runs twice from one copy of its code (a loop not unrolled), first
 // before the wait on a zero row that writes nothing, then on the token's row after it, so the instructions after the
 // wait are in the SM's instruction caches already (a small launch's blocks land on SMs that have not run the kernel).
-// The dry pass reads the weights and the scale and discards them; the second reads them again after the wait.
+// The dry pass reads the weights and the scale and discards them; the second reads them again after the wait. The
+// passes use the two sets of the exchange slots and Hadamard buffers, as a looping kernel's tokens do: a warp that
+// runs ahead into the second pass never overwrites a value another warp of the token has yet to read in the first.
 template <class Cfg>
 __device__ __forceinline__ void early_token(const Params& p, int64_t slot_token, int lane, int parity) {
   Fetched<Cfg> f;
@@ -253,7 +255,7 @@ __device__ __forceinline__ void early_token(const Params& p, int64_t slot_token,
         f.in_range = in_range;
         fetch_row(f, p, token, head, lane);
       }
-      process(f, p, parity, o, pass == 0);
+      process(f, p, parity ^ pass, o, pass == 0);  // the second pass: the other set of exchange slots (warps.cuh)
     }
   }
 }
