@@ -60,6 +60,25 @@ def test_without_early_reads_it_is_refused_in_the_guards_words() -> None:
     assert "static_assert(!kWarmPass || kEarlyReads," in text and "static constexpr bool kWarmPass = true;" in text
 
 
+@pytest.mark.pure
+def test_the_dry_pass_goes_the_whole_way_and_reads_no_operand_of_the_kernel_before() -> None:
+    """What the passes do, in the device code's words: the first runs with dry set (its row out of range, so every
+    store is off) and its warp goes past the write vote (both orders of norm and RoPE), so all the path's code runs
+    before the wait; it reads neither the weights nor the scale (the kernel before may write them), which the second
+    reads after the wait; the second runs on the other set of exchange slots."""
+    from kernelgen import resources
+
+    kernel = (resources.template_dir() / "kernelgen" / "kernel.cuh").read_text()
+    norm = (resources.template_dir() / "kernelgen" / "norm.cuh").read_text()
+    loop = kernel[kernel.index("for (int pass = 0; pass < 2; ++pass)"):]
+    assert loop.index("pdl_wait_then_release();") < loop.index("f.in_range = in_range;") < loop.index(
+        "fetch_row(f, p, token, head, lane);") < loop.index("process(f, p, parity ^ pass, o, pass == 0);")
+    assert "f.in_range = false;  // the dry pass" in kernel
+    assert kernel.count("if (!__any_sync(kWarp, write || dry)) return;") == 2  # norm then RoPE, and RoPE then norm
+    assert "if (!dry) load_weights(o, r, p);" in kernel and "if (!dry) global_scale = " in kernel
+    assert "if constexpr (!Cfg::kPrefetch && !Cfg::kWarmPass) load_weights(o, r, p);" in norm
+
+
 @pytest.mark.build
 @SASS
 @pytest.mark.parametrize("spec, name, lid", [

@@ -72,7 +72,7 @@ CUTS["weights"] = ("the norm weight's loads (every weight 1)", [
      "      for (int k = 0; k < Cfg::kVec; ++k) o.w[c][k] = 1.f;\n"),
 ])
 CUTS["global_scale"] = ("the per-tensor scale's load (scale 1; a no-op for a variant without one)", [
-    ("kernel.cuh", "    global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);\n", "    ;\n"),
+    ("kernel.cuh", "    if (!dry) global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);\n", "    ;\n"),
 ])
 # The PDL handshake (timing only; ablate times a launch after a launch of itself on the same inputs).
 _TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;" :::);\n'

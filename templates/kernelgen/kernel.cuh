@@ -169,8 +169,10 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
   Row<Cfg> r;
   start_row(r, parity);
   float global_scale = 1.f;
-  if constexpr (Cfg::kGlobal != GlobalScale::kNone)  // warm_pass: an ordinary load, kept after the wait (load_weights)
-    global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);
+  // warm_pass: the dry pass reads neither the scale nor the weights (the kernel before may write them), and the second
+  // reads them by ordinary loads, which stay after the wait in the loop (a read-only load would be hoisted above it)
+  if constexpr (Cfg::kGlobal != GlobalScale::kNone)
+    if (!dry) global_scale = Cfg::kWarmPass ? *p.global_scale : __ldg(p.global_scale);
   if constexpr (Cfg::kGlobal == GlobalScale::kTimesReciprocal) global_scale = __frcp_rn(global_scale);
   unpack_row(r, f);
   // positions_ok and freq_rows written out: through the functions nvcc schedules the launch groups differently,
@@ -185,8 +187,8 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
     freqs_row.h = p.freqs + (pos_ok ? f.pos_h : 0) * Cfg::kRopeDim;
     freqs_row.w = p.freqs + (pos_ok ? f.pos_w : 0) * Cfg::kRopeDim;
   }
-  if constexpr (Cfg::kPrefetch) {
-    load_weights(o, r, p);
+  if constexpr (Cfg::kPrefetch || Cfg::kWarmPass) {
+    if (!dry) load_weights(o, r, p);
     if (!Cfg::kEarlyReads && pos_ok) load_freqs(o, r, freqs_row);
   }
   // Padding rows, slots outside the pool and positions outside freqs are computed but not written.
@@ -230,8 +232,8 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
 // the wait. launch.warm_pass (kWarmPass): the path runs twice from one copy of its code (a loop not unrolled), first
 // before the wait on a zero row that writes nothing, then on the token's row after it, so the instructions after the
 // wait are in the SM's instruction caches already (a small launch's blocks land on SMs that have not run the kernel).
-// The dry pass reads the weights and the scale and discards them; the second reads them again after the wait. The
-// passes use the two sets of the exchange slots and Hadamard buffers, as a looping kernel's tokens do: a warp that
+// The dry pass reads no input that the kernel before may write (only the early reads, x a zero row, the weights and
+// scales not at all: zeros and 1); the second reads x, the weights and the scales after the wait. The passes use the two sets of the exchange slots and Hadamard buffers, as a looping kernel's tokens do: a warp that
 // runs ahead into the second pass never overwrites a value another warp of the token has yet to read in the first.
 template <class Cfg>
 __device__ __forceinline__ void early_token(const Params& p, int64_t slot_token, int lane, int parity) {
@@ -243,6 +245,7 @@ __device__ __forceinline__ void early_token(const Params& p, int64_t slot_token,
   } else {
     int64_t token;
     int head;
+    o = {};  // the dry pass's weights and biases: zeros (it reads none)
     read_early(f, o, p, slot_token, token, head);
     const bool in_range = f.in_range;
     f.in_range = false;  // the dry pass: a zero row that writes nothing

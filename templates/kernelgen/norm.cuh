@@ -83,7 +83,7 @@ __device__ __forceinline__ void load_weights(Operands<Cfg>& o, const Row<Cfg>& r
     const auto* w = static_cast<const W*>(p.weight);
     const auto* b = static_cast<const W*>(p.bias);
     // launch.warm_pass: ordinary loads, which stay after the PDL wait in the loop of its two passes (a read-only
-    // load is loop-invariant there, and would be hoisted above the loop, before the wait)
+    // load is loop-invariant there, and would be hoisted above the loop, before the wait); the dry pass skips them
     constexpr bool kPlain = Cfg::kWarmPass;
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
@@ -224,7 +224,7 @@ __device__ __forceinline__ void normalize(Row<Cfg>& r, Operands<Cfg>& o, const P
     // after the root, not a branch around it: nvcc then hoists the eps test into the shuffle stages.
     const float root = inv_sqrt_rn(__fadd_rn(mean_sq, p.eps), p.eps);
     const float inv = isinf(mean_sq) ? __uint_as_float(0x7FC00000u) : root;
-    if constexpr (!Cfg::kPrefetch) load_weights(o, r, p);
+    if constexpr (!Cfg::kPrefetch && !Cfg::kWarmPass) load_weights(o, r, p);  // else process() reads them
 #pragma unroll
     for (int c = 0; c < Geometry<Cfg>::kChunks; ++c) {
       if (!in_norm<Cfg>(r.first(c))) continue;  // norm_dims: nope: the roped dims are not normed
