@@ -96,7 +96,7 @@ def test_a_header_refactor_keeps_every_key_and_a_kernel_edit_changes_only_its_ke
     _edit(moved, '<< name << ": launch failed: "', '<< name << ": the launch failed: "')  # host code only
 
     touched = _headers(tmp_path, "touched")
-    prefetch_path = "    load_weights(o, r, p);\n    if (!Cfg::kEarlyReads && pos_ok) load_freqs(o, r, freqs_row);\n"
+    prefetch_path = "    if (!dry) load_weights(o, r, p);\n    if (!Cfg::kEarlyReads && pos_ok) load_freqs(o, r, freqs_row);\n"
     _edit(touched, prefetch_path, prefetch_path.replace("\n", "\n    __threadfence_block();\n", 1))
 
     toolchain = tc.detect()
