@@ -265,7 +265,8 @@ LAUNCH_PARAMS: tuple[LaunchParam, ...] = (
         "an early_reads launch runs each token's path twice from one copy of its code: first before griddepcontrol.wait "
         "on a zero row that writes nothing, so the instructions after the wait are in the SM's instruction caches when "
         "the wait returns (a small launch's blocks land on SMs that have not run the kernel), then on the token's row. "
-        "The same bytes (the dry pass writes nothing; the weights and scales it reads are read again after the wait), "
+        "The same bytes (the dry pass writes nothing and reads nothing the kernel before may write: not x, the "
+        "weights or the scales, which the second pass reads after the wait), "
         "checked by the tuner like every candidate; off in the default space until measured: a spec opts in with "
         "`tune: {warm_pass: [false, true]}`; offered only with early_reads on",
         token="wp", id_pos=13, compiled=True, cpp="kWarmPass",

@@ -233,8 +233,9 @@ __device__ __forceinline__ void process(const Fetched<Cfg>& f, const Params& p, 
 // before the wait on a zero row that writes nothing, then on the token's row after it, so the instructions after the
 // wait are in the SM's instruction caches already (a small launch's blocks land on SMs that have not run the kernel).
 // The dry pass reads no input that the kernel before may write (only the early reads, x a zero row, the weights and
-// scales not at all: zeros and 1); the second reads x, the weights and the scales after the wait. The passes use the two sets of the exchange slots and Hadamard buffers, as a looping kernel's tokens do: a warp that
-// runs ahead into the second pass never overwrites a value another warp of the token has yet to read in the first.
+// scales not at all: zeros and 1); the second reads x, the weights and the scales after the wait. The passes use the
+// two sets of the exchange slots and Hadamard buffers, as a looping kernel's tokens do: a warp that runs ahead into
+// the second pass never overwrites a value another warp of the token has yet to read in the first.
 template <class Cfg>
 __device__ __forceinline__ void early_token(const Params& p, int64_t slot_token, int lane, int parity) {
   Fetched<Cfg> f;
